@@ -1,0 +1,65 @@
+#pragma once
+// dcp::placement_policy — the solver that turns a bucketed batch into an ordered schedule.
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dcp/concepts/bucketing_policy.hpp"
+#include "dcp/concepts/cost_model.hpp"
+#include "dcp/concepts/recompute_strategy.hpp"
+
+namespace dcp {
+
+/// What a placement policy is given: the batch in canonical order (tokens descending, then id),
+/// a bucket label per sample, the cost model and the recompute strategy.
+template <cost_model M, recompute_strategy<M> R>
+struct placement_problem {
+  std::span<const sample> samples;
+  std::span<const std::int32_t> buckets;
+  const M& cost;
+  const R& recompute;
+};
+
+/// One micro-step as a placement returns it; the scheduler numbers them, maps sample indices to
+/// ids and computes loss scales.
+struct placed_micro_step {
+  std::int64_t first_rank = 0;
+  execution_config config{};
+  std::vector<std::size_t> samples{};  ///< indices into placement_problem::samples
+  double start_seconds = 0;
+  double seconds = 0;
+  double peak_bytes = 0;
+};
+
+struct placement {
+  std::vector<placed_micro_step> micro_steps{};
+  double makespan_seconds = 0;
+  double best_static_seconds = 0;   ///< 0 when the policy did not evaluate static layouts
+  std::int64_t best_static_degree = 0;
+  std::string policy{};
+};
+
+/// A placement policy chooses each micro-batch's degree and group, packs samples into
+/// micro-batches, and orders them.
+///
+/// Requirements on `const P& p` and `const placement_problem<M, R>& problem`:
+///  1. `p.place(problem)` -> `placement`: every sample index in exactly one micro-step; every
+///     micro-step's group aligned (first_rank a multiple of its power-of-two degree) and inside
+///     the cluster; every micro-step's peak bytes within the cost model's budget; start times
+///     such that micro-steps sharing a rank do not overlap.
+///  2. `p.name()` -> convertible to std::string_view.
+///  3. Semantics: pure and deterministic for a given problem.
+/// Models: balanced_placement (the default), static_placement.
+template <class P, class M, class R>
+concept placement_policy =
+    cost_model<M> && recompute_strategy<R, M> && std::copy_constructible<P> &&
+    requires(const P& p, const placement_problem<M, R>& problem) {
+      { p.place(problem) } -> std::same_as<placement>;
+      { p.name() } -> std::convertible_to<std::string_view>;
+    };
+
+}  // namespace dcp

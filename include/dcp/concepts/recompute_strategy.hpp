@@ -1,0 +1,31 @@
+#pragma once
+// dcp::recompute_strategy — how much activation recomputation a micro-batch gets.
+
+#include <concepts>
+#include <optional>
+
+#include "dcp/concepts/cost_model.hpp"
+
+namespace dcp {
+
+/// A recompute strategy picks the recomputation a micro-batch runs with so that it fits its
+/// memory budget under the cost model.
+///
+/// Requirements on `const R& r`, a cost model `const M& m`, `micro_batch_shape s` and an
+/// `execution_config c` (its `recompute` member is ignored):
+///  1. `r.choose(m, s, c)` -> `std::optional<recompute_setting>`: a setting with
+///     `m.peak_bytes(s, c with that setting) <= m.memory_budget()`, or nullopt when the
+///     strategy has none that fits.
+///  2. `r.name()` -> convertible to std::string_view, for reports.
+///  3. Semantics: pure and deterministic; if it returns a setting for s, it returns one for
+///     any smaller micro-batch, and that setting recomputes no more.
+/// Models: no_recompute, full_recompute, selective_recompute, pyramid_recompute.
+template <class R, class M>
+concept recompute_strategy =
+    cost_model<M> && std::copy_constructible<R> &&
+    requires(const R& r, const M& m, const micro_batch_shape& s, const execution_config& c) {
+      { r.choose(m, s, c) } -> std::same_as<std::optional<recompute_setting>>;
+      { r.name() } -> std::convertible_to<std::string_view>;
+    };
+
+}  // namespace dcp

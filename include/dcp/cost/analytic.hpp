@@ -1,0 +1,235 @@
+#pragma once
+// The analytic transformer cost model: FLOPs and bytes over peak x efficiency, an alpha-beta
+// model for collectives, and a per-GPU memory model. Every formula cites its source in
+// ../shared/research/perf-model.md (section numbers below).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "dcp/concepts/cost_model.hpp"
+#include "dcp/cost/micro_batch_shape.hpp"
+#include "dcp/spec/hardware.hpp"
+#include "dcp/spec/model.hpp"
+#include "dcp/spec/training.hpp"
+
+namespace dcp {
+
+/// Achieved fractions and fixed costs. Defaults are planning values; calibrate on the target.
+struct analytic_constants {
+  double dense_efficiency = 0.70;               ///< large BF16 GEMMs, 0.65-0.80 of peak (§1.2 [R])
+  double attention_forward_efficiency = 0.62;   ///< FA3 fwd hd128, 2k-16k: 625-648 TFLOP/s (§1.2)
+  double attention_backward_efficiency = 0.52;  ///< FA3 bwd hd128, 2k-16k: 501-561 TFLOP/s (§1.2)
+  double hbm_efficiency = 0.90;                 ///< sustained HBM fraction (§1.2 [R])
+  double kernel_launch_seconds = 5e-6;          ///< per kernel without CUDA graphs (§1.3)
+  double kernels_per_layer = 30;                ///< forward + backward kernels of one block
+  double step_overhead_seconds = 2e-3;          ///< framework work per micro-step (data, hooks)
+  double logits_bytes_per_entry = 6;            ///< BF16 logits + FP32 upcast for the loss (§4.2)
+  std::int64_t loss_chunk_tokens = 8192;        ///< with chunked cross-entropy
+
+  friend bool operator==(const analytic_constants&, const analytic_constants&) = default;
+};
+
+class analytic_cost_model {
+public:
+  analytic_cost_model(model_spec model, cluster_spec cluster, training_spec training = {},
+                      analytic_constants constants = {})
+      : model_(std::move(model)),
+        cluster_(std::move(cluster)),
+        training_(training),
+        constants_(constants) {
+    model_.validate();
+    cluster_.validate();
+    training_.validate(cluster_);
+  }
+
+  const model_spec& model() const noexcept { return model_; }
+  const cluster_spec& cluster() const noexcept { return cluster_; }
+  const training_spec& training() const noexcept { return training_; }
+  const analytic_constants& constants() const noexcept { return constants_; }
+  double memory_budget() const noexcept { return training_.memory_budget(cluster_); }
+
+  // ---- time -------------------------------------------------------------------------------
+
+  double seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    return compute_seconds(s, c) + communication_seconds(s, c) + overhead_seconds(c);
+  }
+
+  /// Fixed cost of a micro-step: kernel launches and framework work (§1.3).
+  double overhead_seconds(const execution_config&) const noexcept {
+    return constants_.step_overhead_seconds + constants_.kernel_launch_seconds *
+                                                  constants_.kernels_per_layer *
+                                                  static_cast<double>(model_.layers);
+  }
+
+  /// Dense, attention and recompute FLOPs over peak x efficiency, split over the group.
+  double compute_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const double peak = cluster_.gpu.peak_flops;
+    const double d = static_cast<double>(c.degree);
+    const double layers = static_cast<double>(model_.layers);
+    const double h = static_cast<double>(model_.hidden);
+    const double tokens = static_cast<double>(s.tokens);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    // Dense: 6 N per token, LM head included (§2.1); full recompute repeats the forward
+    // (2 N per token) of the recomputed layers (§2.2).
+    const double block_share = static_cast<double>(model_.layers * model_.block_params()) /
+                               static_cast<double>(model_.per_token_params());
+    const double dense_flops = 6.0 * static_cast<double>(model_.per_token_params()) * tokens;
+    const double recompute_flops = 2.0 * static_cast<double>(model_.per_token_params()) *
+                                   block_share * tokens * (recomputed / layers);
+    // Attention: forward 4 h per (query, key) pair per layer, backward 2.5x forward in the
+    // FlashAttention convention (§1.2, §2.1); cross-attention pairs = tokens x text tokens.
+    const double pairs =
+        s.attention_pairs + tokens * static_cast<double>(model_.text_tokens);
+    const double attention_forward = 4.0 * h * pairs * layers;
+    const double attention_seconds =
+        attention_forward / (constants_.attention_forward_efficiency * peak) +
+        2.5 * attention_forward / (constants_.attention_backward_efficiency * peak) +
+        4.0 * h * pairs * recomputed / (constants_.attention_forward_efficiency * peak);
+    const double dense_seconds =
+        (dense_flops + recompute_flops) / (constants_.dense_efficiency * peak);
+    return (dense_seconds + attention_seconds) / d + selective_seconds(s, c);
+  }
+
+  /// Selective recomputation re-runs norms and the MLP activation: memory-bound, so its cost is
+  /// the bytes it re-reads and re-writes over HBM bandwidth (§2.2, "partial options").
+  double selective_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    if (!c.recompute.selective) return 0.0;
+    const double layers = static_cast<double>(model_.layers - c.recompute.layers);
+    const double bytes_per_token = 2.0 * static_cast<double>(saved_by_selective());
+    return static_cast<double>(s.tokens) / static_cast<double>(c.degree) * layers *
+           bytes_per_token / (constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth);
+  }
+
+  /// Sequence-parallel communication, alpha-beta per collective (§3.1-3.3).
+  double communication_seconds(const micro_batch_shape& s,
+                               const execution_config& c) const noexcept {
+    if (c.degree <= 1) return 0.0;
+    const double d = static_cast<double>(c.degree);
+    const double layers = static_cast<double>(model_.layers);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    const double per_gpu_tokens = static_cast<double>(s.tokens) / d;
+    const double h = static_cast<double>(model_.hidden);
+    const double h_kv = static_cast<double>(model_.kv_hidden());
+    const bool crosses_nodes = c.degree > cluster_.gpus_per_node;
+    const double alpha = crosses_nodes ? cluster_.inter_node_latency : cluster_.intra_node_latency;
+    if (c.sp == sequence_parallel::ulysses) {
+      // Per layer forward: (d-1)/d x (s/d) x (2h + 2h_kv) x 2 bytes per GPU, backward the same,
+      // full recompute one more forward set; 4 all-to-alls per pass (§3.2).
+      const double per_layer_bytes = per_gpu_tokens * (2.0 * h + 2.0 * h_kv) * 2.0;
+      const double passes = 2.0 * layers + recomputed;
+      const double in_node = static_cast<double>(std::min(c.degree, cluster_.gpus_per_node));
+      // All-to-all: the share bound for other nodes goes through this GPU's NIC (§3.1).
+      const double local_share = (in_node - 1.0) / d;
+      const double remote_share = (d - in_node) / d;
+      const double beta = local_share / cluster_.nvlink_bandwidth +
+                          remote_share / cluster_.nic_bandwidth;
+      return passes * (per_layer_bytes * beta + 4.0 * alpha);
+    }
+    // Ring: (d-1) steps passing K and V chunks forward, twice that backward (§3.3), overlapped
+    // with the attention compute of the same pass; the exposed part and the per-step latency
+    // remain.
+    const double bandwidth = crosses_nodes ? cluster_.nic_bandwidth : cluster_.nvlink_bandwidth;
+    const double forward_bytes = (d - 1.0) * per_gpu_tokens * 2.0 * h_kv * 2.0;
+    const double total_bytes = forward_bytes * (3.0 * layers + recomputed);
+    const double transfer = total_bytes / bandwidth;
+    const double pairs = s.attention_pairs;
+    const double overlap = 4.0 * h * pairs * (3.5 * layers) /
+                           (constants_.attention_backward_efficiency * cluster_.gpu.peak_flops * d);
+    return std::max(0.0, transfer - overlap) + (d - 1.0) * (3.0 * layers + recomputed) * alpha;
+  }
+
+  /// Gradient synchronisation at the end of the step: all-reduce (ZeRO 0-2) or reduce-scatter +
+  /// all-gather, plus parameter all-gathers for ZeRO-3, over the whole world (§3.7). Not
+  /// overlapped with compute here: an upper estimate of the step's tail.
+  double gradient_sync_seconds() const noexcept {
+    const double n = static_cast<double>(cluster_.gpus);
+    if (n <= 1) return 0.0;
+    const double gradient_bytes = 2.0 * static_cast<double>(model_.total_params());
+    const bool multi_node = cluster_.gpus > cluster_.gpus_per_node;
+    const double bus = multi_node ? cluster_.nic_bandwidth * static_cast<double>(cluster_.gpus_per_node)
+                                  : cluster_.nvlink_bandwidth;
+    const double volume = (training_.zero_stage == 3 ? 3.0 : 2.0) * (n - 1.0) / n * gradient_bytes;
+    const double alpha = multi_node ? cluster_.inter_node_latency : cluster_.intra_node_latency;
+    return alpha + volume / bus;
+  }
+
+  // ---- memory -----------------------------------------------------------------------------
+
+  double peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    return state_bytes() + training_.runtime_reserve_bytes + activation_bytes(s, c);
+  }
+
+  /// Parameters, gradients and Adam state per GPU under the ZeRO stage over the world (§4.1),
+  /// plus ZeRO-3's gather buffers (two blocks in flight).
+  double state_bytes() const noexcept {
+    const double psi = static_cast<double>(model_.total_params());
+    const double n = static_cast<double>(cluster_.gpus);
+    switch (training_.zero_stage) {
+      case 0: return 16.0 * psi;
+      case 1: return 4.0 * psi + 12.0 * psi / n;
+      case 2: return 2.0 * psi + 14.0 * psi / n;
+      default:
+        return 16.0 * psi / n + 2.0 * 2.0 * static_cast<double>(model_.block_params());
+    }
+  }
+
+  /// Bytes saved per token per layer by the activations of a block kept for backward, with
+  /// FlashAttention (no s² term): attention 8h + 4h_kv, SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f,
+  /// cross-attention 6h (§4.2, Korthikanti et al. accounting).
+  std::int64_t activation_bytes_per_token_layer() const noexcept {
+    const std::int64_t h = model_.hidden;
+    const std::int64_t f = model_.ffn;
+    std::int64_t bytes = 8 * h + 4 * model_.kv_hidden();
+    bytes += model_.mlp == mlp_kind::swiglu ? 4 * h + 6 * f : 4 * h + 4 * f;
+    if (model_.has_cross_attention()) bytes += 6 * h;
+    return bytes;
+  }
+
+  /// Selective recomputation drops the two norm outputs and the MLP activation output.
+  std::int64_t saved_by_selective() const noexcept { return 4 * model_.hidden + 2 * model_.ffn; }
+
+  double activation_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const double d = static_cast<double>(c.degree);
+    const double n = std::ceil(static_cast<double>(s.tokens) / d);  // tokens held by one GPU
+    const double h = static_cast<double>(model_.hidden);
+    const double h_kv = static_cast<double>(model_.kv_hidden());
+    const double full = static_cast<double>(activation_bytes_per_token_layer());
+    const double kept = c.recompute.selective ? full - static_cast<double>(saved_by_selective())
+                                              : full;
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    const double stored_layers = static_cast<double>(model_.layers) - recomputed;
+    // Kept activations, checkpointed inputs (2h per token) of recomputed layers, and one
+    // layer's full working set while it is recomputed (§4.2).
+    double bytes = n * (stored_layers * kept + recomputed * 2.0 * h);
+    if (c.recompute.layers > 0) bytes += n * full;
+    // FlashAttention backward transient: FP32 dQ accumulator + BF16 dQ, dK, dV (§4.3).
+    bytes += n * (4.0 * h + 2.0 * (h + 2.0 * h_kv));
+    // Logits and loss: BF16 logits + FP32 upcast per vocabulary entry (§4.2).
+    if (model_.vocab > 0) {
+      const double logit_tokens =
+          training_.chunked_cross_entropy
+              ? std::min(n, static_cast<double>(constants_.loss_chunk_tokens))
+              : n;
+      bytes += logit_tokens * static_cast<double>(model_.vocab) * constants_.logits_bytes_per_entry;
+    }
+    // Communication buffers: two all-to-all tensors (Ulysses) or two KV chunks (ring) (§4.2).
+    if (c.degree > 1) {
+      bytes += c.sp == sequence_parallel::ulysses ? 2.0 * n * (h + 2.0 * h_kv) * 2.0
+                                                  : 2.0 * n * 2.0 * h_kv * 2.0;
+    }
+    return bytes;
+  }
+
+  friend bool operator==(const analytic_cost_model&, const analytic_cost_model&) = default;
+
+private:
+  model_spec model_;
+  cluster_spec cluster_;
+  training_spec training_;
+  analytic_constants constants_;
+};
+
+static_assert(cost_model<analytic_cost_model>);
+
+}  // namespace dcp

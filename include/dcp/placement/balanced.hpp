@@ -1,0 +1,348 @@
+#pragma once
+// The default placement: choose each sample's degree, pack samples into micro-batches to the
+// memory budget, give every group its own number of micro-steps, and minimise the step's
+// makespan. Two-phase malleable scheduling:
+//  1. allotment — for a target makespan T, each long sample takes the degree with the fewest
+//     GPU-seconds whose time is at most T; candidates for T are the samples' own option times;
+//  2. list scheduling — multi-GPU samples longest-first by degree (descending) on aligned
+//     blocks (the buddy order keeps every block's ranks equally loaded, so no rank idles
+//     inside a group), then single-GPU samples longest-processing-time-first;
+// then per-rank packing and a local search that moves samples off the last rank to finish.
+// The result is compared with the best static layout and never slower than it.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dcp/concepts/placement_policy.hpp"
+#include "dcp/placement/detail/context.hpp"
+#include "dcp/placement/detail/timeline.hpp"
+#include "dcp/placement/static_layout.hpp"
+
+namespace dcp {
+
+struct balanced_placement {
+  /// A sample is "long" (gets a degree menu) when its single-GPU time exceeds this fraction of
+  /// the average per-GPU load, or when memory forces recomputation or a higher degree.
+  double long_fraction = 0.25;
+  /// Target makespans tried in full (after a fluid estimate ranks all candidates).
+  int full_candidates = 3;
+  /// Candidate targets ranked by the fluid estimate.
+  int ranked_candidates = 32;
+  /// Compare with the best static layout and return it if it is faster.
+  bool compare_static = true;
+
+  template <cost_model M, recompute_strategy<M> R>
+  placement place(const placement_problem<M, R>& problem) const;
+
+  std::string_view name() const noexcept { return "balanced"; }
+  friend constexpr bool operator==(const balanced_placement&, const balanced_placement&) = default;
+};
+
+namespace detail {
+
+template <class Context>
+class balanced_solver {
+public:
+  balanced_solver(const Context& ctx, const balanced_placement& options)
+      : ctx_(ctx), options_(options), gpus_(static_cast<std::size_t>(ctx.gpus())) {}
+
+  placement solve() {
+    classify();
+    const auto targets = candidate_targets();
+    // Rank every target by the fluid estimate, then schedule the best few in full.
+    std::vector<std::pair<double, std::size_t>> ranked;
+    for (std::size_t t = 0; t < targets.size(); ++t)
+      ranked.emplace_back(fluid_estimate(allot(targets[t])), t);
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Schedule the best-ranked targets in full until `full_candidates` of them give valid
+    // plans; the last target (infinity: every sample at its cheapest degree, groups inside a
+    // node unless memory forces otherwise) is always valid and always tried.
+    std::optional<placement> best;
+    auto consider = [&](double target) {
+      auto candidate = schedule(allot(target), target);
+      if (!candidate) return false;
+      if (!best || candidate->makespan_seconds < best->makespan_seconds) best = std::move(candidate);
+      return true;
+    };
+    int valid = 0;
+    for (std::size_t n = 0; n < ranked.size() && valid < std::max(1, options_.full_candidates); ++n)
+      if (ranked[n].second + 1 != targets.size() && consider(targets[ranked[n].second])) ++valid;
+    if (!consider(targets.back()) || !best)
+      throw error("balanced_placement: internal error, the relaxed target gave no valid plan");
+    best->policy = "balanced";
+    return std::move(*best);
+  }
+
+private:
+  struct long_item {
+    std::size_t sample;
+    std::vector<option> menu;  // per degree index
+    double fastest_intra = std::numeric_limits<double>::infinity();
+    bool fits_intra = false;
+  };
+
+  // Single-GPU time and estimate of every sample; menus for the long ones.
+  void classify() {
+    const std::size_t n = ctx_.size();
+    single_.resize(n);
+    estimate_.resize(n);
+    is_long_.assign(n, false);
+    const auto relaxed = ctx_.evaluate(micro_batch_shape{}, 0).recompute;
+    double total = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      single_[i] = ctx_.evaluate(ctx_.shape(i), 0);
+      estimate_[i] = single_[i].feasible ? ctx_.packed_estimate(i, 0, single_[i]) : 0.0;
+      total += single_[i].feasible ? estimate_[i] : 0.0;
+    }
+    const double threshold = options_.long_fraction * total / static_cast<double>(gpus_);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& s = single_[i];
+      if (s.feasible && s.recompute == relaxed && estimate_[i] <= threshold) continue;
+      is_long_[i] = true;
+      long_item item{i, {}, std::numeric_limits<double>::infinity(), false};
+      bool any = false;
+      for (std::size_t k = 0; k < ctx_.degrees().size(); ++k) {
+        item.menu.push_back(k == 0 ? s : ctx_.evaluate(ctx_.shape(i), k));
+        const auto& o = item.menu.back();
+        if (!o.feasible) continue;
+        any = true;
+        if (!ctx_.crosses_nodes(k)) {
+          item.fits_intra = true;
+          item.fastest_intra = std::min(item.fastest_intra, o.seconds);
+        }
+      }
+      if (!any) ctx_.throw_does_not_fit(i);
+      longs_.push_back(std::move(item));
+    }
+  }
+
+  // Distinct option times of the long samples, thinned to at most ranked_candidates values,
+  // plus infinity (every sample at its cheapest degree).
+  std::vector<double> candidate_targets() const {
+    std::vector<double> values;
+    for (const auto& item : longs_)
+      for (const auto& o : item.menu)
+        if (o.feasible) values.push_back(o.seconds);
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    std::vector<double> targets;
+    const auto limit = static_cast<std::size_t>(std::max(2, options_.ranked_candidates));
+    if (values.size() <= limit) {
+      targets = values;
+    } else {
+      for (std::size_t j = 0; j < limit; ++j)
+        targets.push_back(values[j * (values.size() - 1) / (limit - 1)]);
+    }
+    targets.push_back(std::numeric_limits<double>::infinity());
+    return targets;
+  }
+
+  bool may_use(const long_item& item, std::size_t k, double target) const {
+    if (!item.menu[k].feasible) return false;
+    // Groups stay inside a node unless nothing fits there or the fastest in-node option is
+    // longer than the target makespan.
+    return !ctx_.crosses_nodes(k) || !item.fits_intra || item.fastest_intra > target;
+  }
+
+  // Degree index per long item for a target makespan.
+  std::vector<std::size_t> allot(double target) const {
+    std::vector<std::size_t> choice(longs_.size(), 0);
+    for (std::size_t j = 0; j < longs_.size(); ++j) {
+      const auto& item = longs_[j];
+      std::size_t best = item.menu.size();
+      double best_cost = std::numeric_limits<double>::infinity();
+      std::size_t fastest = item.menu.size();
+      for (std::size_t k = 0; k < item.menu.size(); ++k) {
+        if (!may_use(item, k, target)) continue;
+        const double t = item.menu[k].seconds;
+        if (fastest == item.menu.size() || t < item.menu[fastest].seconds) fastest = k;
+        const double cost = static_cast<double>(ctx_.degree(k)) * t;
+        if (t <= target && cost < best_cost) {
+          best_cost = cost;
+          best = k;
+        }
+      }
+      choice[j] = best < item.menu.size() ? best : fastest;
+    }
+    return choice;
+  }
+
+  struct block_assignment {
+    std::vector<double> free;                       // per rank, after the multi-GPU samples
+    std::vector<std::pair<std::size_t, std::int64_t>> multi;  // (long item, first rank) in order
+    std::vector<std::pair<double, std::size_t>> singles;      // (estimate, sample)
+  };
+
+  // Multi-GPU samples on aligned blocks, degree descending then longest first.
+  block_assignment place_blocks(const std::vector<std::size_t>& choice) const {
+    block_assignment a;
+    a.free.assign(gpus_, 0.0);
+    std::vector<std::size_t> order;
+    for (std::size_t j = 0; j < longs_.size(); ++j) {
+      if (ctx_.degree(choice[j]) > 1) order.push_back(j);
+      else a.singles.emplace_back(ctx_.packed_estimate(longs_[j].sample, 0, longs_[j].menu[0]),
+                                  longs_[j].sample);
+    }
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      const auto dx = ctx_.degree(choice[x]);
+      const auto dy = ctx_.degree(choice[y]);
+      if (dx != dy) return dx > dy;
+      const double tx = longs_[x].menu[choice[x]].seconds;
+      const double ty = longs_[y].menu[choice[y]].seconds;
+      if (tx != ty) return tx > ty;
+      return longs_[x].sample < longs_[y].sample;
+    });
+    for (auto j : order) {
+      const auto d = ctx_.degree(choice[j]);
+      std::int64_t best_start = 0;
+      for (std::int64_t start = 0; start + d <= ctx_.gpus(); start += d)
+        if (a.free[static_cast<std::size_t>(start)] < a.free[static_cast<std::size_t>(best_start)])
+          best_start = start;
+      const double end = a.free[static_cast<std::size_t>(best_start)] + longs_[j].menu[choice[j]].seconds;
+      for (std::int64_t r = best_start; r < best_start + d; ++r) a.free[static_cast<std::size_t>(r)] = end;
+      a.multi.emplace_back(j, best_start);
+    }
+    for (std::size_t i = 0; i < ctx_.size(); ++i)
+      if (!is_long_[i]) a.singles.emplace_back(estimate_[i], i);
+    return a;
+  }
+
+  double fluid_estimate(const std::vector<std::size_t>& choice) const {
+    const auto a = place_blocks(choice);
+    double sum = std::accumulate(a.free.begin(), a.free.end(), 0.0);
+    double longest_single = 0;
+    for (const auto& [e, i] : a.singles) {
+      sum += e;
+      longest_single = std::max(longest_single, e);
+    }
+    const double top = *std::max_element(a.free.begin(), a.free.end());
+    return std::max(top, sum / static_cast<double>(gpus_) + 0.5 * longest_single);
+  }
+
+  // Full schedule for one allotment: blocks, LPT of single-GPU samples, packing, local search.
+  std::optional<placement> schedule(const std::vector<std::size_t>& choice, double) {
+    const auto a = place_blocks(choice);
+    auto per_rank = lpt_assign(a.singles, a.free);
+    std::vector<std::vector<packed_batch>> batches(gpus_);
+    std::vector<double> end(gpus_);
+    for (std::size_t r = 0; r < gpus_; ++r) {
+      batches[r] = pack(ctx_, per_rank[r], 0);
+      end[r] = a.free[r] + total_seconds(batches[r]);
+    }
+    improve(a.free, per_rank, batches, end);
+
+    placement out;
+    std::vector<double> free(gpus_, 0.0);
+    for (const auto& [j, first] : a.multi) {
+      const auto& item = longs_[j];
+      const auto& run = item.menu[choice[j]];
+      placed_micro_step step;
+      step.first_rank = first;
+      step.config = ctx_.config(choice[j], run.recompute);
+      step.samples = {item.sample};
+      step.start_seconds = free[static_cast<std::size_t>(first)];
+      step.seconds = run.seconds;
+      step.peak_bytes = run.peak_bytes;
+      for (auto r = first; r < first + step.config.degree; ++r)
+        free[static_cast<std::size_t>(r)] = step.start_seconds + run.seconds;
+      out.micro_steps.push_back(std::move(step));
+    }
+    for (std::size_t r = 0; r < gpus_; ++r) {
+      const double finish = append_group(out, batches[r], static_cast<std::int64_t>(r),
+                                         ctx_.config(0), free[r]);
+      out.makespan_seconds = std::max(out.makespan_seconds, finish);
+    }
+    for (const auto& [j, first] : a.multi) {
+      (void)first;
+      const auto& item = longs_[j];
+      if (ctx_.crosses_nodes(choice[j]) && item.fits_intra &&
+          item.fastest_intra <= out.makespan_seconds)
+        return std::nullopt;
+    }
+    return out;
+  }
+
+  // Moves single-GPU samples from the rank that finishes last to the one that finishes first
+  // while that strictly lowers the later of the two.
+  void improve(const std::vector<double>& base, std::vector<std::vector<std::size_t>>& items,
+               std::vector<std::vector<packed_batch>>& batches, std::vector<double>& end) const {
+    const std::size_t rounds = 4 * gpus_ + 64;
+    for (std::size_t round = 0; round < rounds; ++round) {
+      const auto late = static_cast<std::size_t>(std::max_element(end.begin(), end.end()) - end.begin());
+      const auto early = static_cast<std::size_t>(std::min_element(end.begin(), end.end()) - end.begin());
+      const double gap = end[late] - end[early];
+      if (late == early || gap <= 1e-12 * end[late]) return;
+      // Candidates: samples whose estimate is below the gap, closest to half of it first.
+      std::vector<std::size_t> candidates;
+      for (std::size_t n = 0; n < items[late].size(); ++n)
+        if (estimate_[items[late][n]] < gap) candidates.push_back(n);
+      std::sort(candidates.begin(), candidates.end(), [&](std::size_t x, std::size_t y) {
+        const double ex = std::abs(estimate_[items[late][x]] - 0.5 * gap);
+        const double ey = std::abs(estimate_[items[late][y]] - 0.5 * gap);
+        if (ex != ey) return ex < ey;
+        return items[late][x] < items[late][y];
+      });
+      if (candidates.size() > 8) candidates.resize(8);
+      bool moved = false;
+      for (auto n : candidates) {
+        auto from = items[late];
+        auto to = items[early];
+        to.push_back(from[n]);
+        from.erase(from.begin() + static_cast<std::ptrdiff_t>(n));
+        auto from_batches = pack(ctx_, from, 0);
+        auto to_batches = pack(ctx_, to, 0);
+        const double from_end = base[late] + total_seconds(from_batches);
+        const double to_end = base[early] + total_seconds(to_batches);
+        if (std::max(from_end, to_end) < end[late] * (1.0 - 1e-12)) {
+          items[late] = std::move(from);
+          items[early] = std::move(to);
+          batches[late] = std::move(from_batches);
+          batches[early] = std::move(to_batches);
+          end[late] = from_end;
+          end[early] = to_end;
+          moved = true;
+          break;
+        }
+      }
+      if (!moved) return;
+    }
+  }
+
+  const Context& ctx_;
+  const balanced_placement& options_;
+  std::size_t gpus_;
+  std::vector<option> single_;
+  std::vector<double> estimate_;
+  std::vector<bool> is_long_;
+  std::vector<long_item> longs_;
+};
+
+}  // namespace detail
+
+template <cost_model M, recompute_strategy<M> R>
+placement balanced_placement::place(const placement_problem<M, R>& problem) const {
+  const detail::placement_context<M, R> ctx(problem);
+  if (ctx.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
+  auto ours = detail::balanced_solver<detail::placement_context<M, R>>(ctx, *this).solve();
+  if (!compare_static) return ours;
+  auto best_static = detail::best_static_layout(ctx);
+  if (!best_static) return ours;
+  ours.best_static_seconds = best_static->makespan_seconds;
+  ours.best_static_degree = best_static->best_static_degree;
+  if (best_static->makespan_seconds < ours.makespan_seconds) {
+    best_static->policy = "balanced (static degree " +
+                          std::to_string(best_static->best_static_degree) + " was faster)";
+    return std::move(*best_static);
+  }
+  return ours;
+}
+
+}  // namespace dcp

@@ -1,0 +1,176 @@
+#pragma once
+// Shared machinery of the placement policies: the degrees a cluster allows, per-sample options
+// (degree -> recompute, seconds, bytes), the memory-budget packer and the rank timeline.
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dcp/concepts/placement_policy.hpp"
+#include "dcp/error.hpp"
+
+namespace dcp::detail {
+
+/// The result of asking "how does this micro-batch run at degree d".
+struct option {
+  bool feasible = false;
+  recompute_setting recompute{};
+  double seconds = std::numeric_limits<double>::infinity();
+  double peak_bytes = 0;
+};
+
+/// Powers of two up to the cluster size; Ulysses degrees must also divide the head count.
+inline std::vector<std::int64_t> allowed_degrees(const model_spec& model,
+                                                 const cluster_spec& cluster,
+                                                 sequence_parallel sp) {
+  std::vector<std::int64_t> degrees;
+  for (std::int64_t d = 1; d <= cluster.gpus; d *= 2)
+    if (sp == sequence_parallel::ring || model.heads % d == 0) degrees.push_back(d);
+  return degrees;
+}
+
+inline std::string format_gib(double bytes) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << bytes / gib << " GiB";
+  return os.str();
+}
+
+template <cost_model M, recompute_strategy<M> R>
+class placement_context {
+public:
+  explicit placement_context(const placement_problem<M, R>& problem)
+      : problem_(problem),
+        sp_(problem.cost.training().sp),
+        gpus_(problem.cost.cluster().gpus),
+        gpus_per_node_(problem.cost.cluster().gpus_per_node),
+        budget_(problem.cost.memory_budget()),
+        degrees_(allowed_degrees(problem.cost.model(), problem.cost.cluster(), sp_)) {
+    shapes_.reserve(problem.samples.size());
+    for (const auto& s : problem.samples) shapes_.push_back(micro_batch_shape::of(s));
+    for (auto d : degrees_) {
+      const execution_config c{d, sp_, {}};
+      empty_seconds_.push_back(problem.cost.seconds(micro_batch_shape{}, c));
+      empty_bytes_.push_back(problem.cost.peak_bytes(micro_batch_shape{}, c));
+    }
+  }
+
+  const placement_problem<M, R>& problem() const noexcept { return problem_; }
+  std::size_t size() const noexcept { return shapes_.size(); }
+  const micro_batch_shape& shape(std::size_t i) const noexcept { return shapes_[i]; }
+  std::int32_t bucket(std::size_t i) const noexcept { return problem_.buckets[i]; }
+  const std::vector<std::int64_t>& degrees() const noexcept { return degrees_; }
+  std::int64_t degree(std::size_t k) const noexcept { return degrees_[k]; }
+  std::int64_t gpus() const noexcept { return gpus_; }
+  std::int64_t gpus_per_node() const noexcept { return gpus_per_node_; }
+  bool crosses_nodes(std::size_t k) const noexcept { return degrees_[k] > gpus_per_node_; }
+  double budget() const noexcept { return budget_; }
+  sequence_parallel sp() const noexcept { return sp_; }
+  double empty_seconds(std::size_t k) const noexcept { return empty_seconds_[k]; }
+
+  execution_config config(std::size_t k, recompute_setting r = {}) const noexcept {
+    return {degrees_[k], sp_, r};
+  }
+
+  /// The recompute strategy's setting for this shape at degree index k, with its time and bytes.
+  option evaluate(const micro_batch_shape& shape, std::size_t k) const {
+    const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
+    if (!chosen) return {};
+    const auto c = config(k, *chosen);
+    return {true, *chosen, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c)};
+  }
+
+  /// Time this sample adds to a micro-batch at degree index k, with its share of the fixed
+  /// per-micro-step cost in proportion to the activation memory it takes (the packer fills
+  /// micro-batches to the budget, so that share is how many micro-steps it costs).
+  double packed_estimate(std::size_t i, std::size_t k, const option& alone) const {
+    const double fixed = empty_seconds_[k];
+    const double room = std::max(budget_ - empty_bytes_[k], 1.0);
+    const double share = std::clamp((alone.peak_bytes - empty_bytes_[k]) / room, 0.0, 1.0);
+    (void)i;
+    return std::max(alone.seconds - fixed, 0.0) + fixed * share;
+  }
+
+  /// Error for a sample that fits nowhere: names it, the bytes it needs at the largest degree
+  /// with every layer recomputed, and the bytes available.
+  [[noreturn]] void throw_does_not_fit(std::size_t i) const {
+    const auto& s = problem_.samples[i];
+    const std::size_t k = degrees_.size() - 1;
+    const auto c = config(k, recompute_setting::full(problem_.cost.model().layers));
+    const double need = problem_.cost.peak_bytes(shapes_[i], c);
+    throw sample_does_not_fit(
+        "sample " + std::to_string(s.id) + " (" + std::to_string(s.tokens) +
+        " tokens) does not fit: it needs " + format_gib(need) + " (" +
+        std::to_string(static_cast<long long>(need)) + " bytes) per GPU at degree " +
+        std::to_string(degrees_[k]) + " with full recompute, " + format_gib(budget_) + " (" +
+        std::to_string(static_cast<long long>(budget_)) + " bytes) available");
+  }
+
+private:
+  const placement_problem<M, R>& problem_;
+  sequence_parallel sp_;
+  std::int64_t gpus_;
+  std::int64_t gpus_per_node_;
+  double budget_;
+  std::vector<std::int64_t> degrees_;
+  std::vector<micro_batch_shape> shapes_;
+  std::vector<double> empty_seconds_;
+  std::vector<double> empty_bytes_;
+};
+
+/// A micro-batch being filled by the packer.
+struct packed_batch {
+  std::vector<std::size_t> samples{};
+  micro_batch_shape shape{};
+  option run{};
+};
+
+/// Packs the samples one group runs at degree index k into micro-batches: per bucket, first fit
+/// in canonical order (longest first), a sample joining a micro-batch only if the recompute
+/// strategy's setting for the union is the one the micro-batch already has (packing never adds
+/// recomputation) and the union fits the budget.
+template <class Context>
+std::vector<packed_batch> pack(const Context& ctx, std::vector<std::size_t> items, std::size_t k) {
+  std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
+    if (ctx.bucket(a) != ctx.bucket(b)) return ctx.bucket(a) > ctx.bucket(b);
+    return a < b;
+  });
+  std::vector<packed_batch> batches;
+  std::size_t bucket_begin = 0;  // first batch of the current bucket
+  for (std::size_t n = 0; n < items.size(); ++n) {
+    const std::size_t i = items[n];
+    if (n > 0 && ctx.bucket(i) != ctx.bucket(items[n - 1])) bucket_begin = batches.size();
+    bool placed = false;
+    for (std::size_t b = bucket_begin; b < batches.size() && !placed; ++b) {
+      auto& batch = batches[b];
+      const auto joined = batch.shape + ctx.shape(i);
+      const auto run = ctx.evaluate(joined, k);
+      if (run.feasible && run.recompute == batch.run.recompute) {
+        batch.samples.push_back(i);
+        batch.shape = joined;
+        batch.run = run;
+        placed = true;
+      }
+    }
+    if (!placed) {
+      const auto run = ctx.evaluate(ctx.shape(i), k);
+      if (!run.feasible) ctx.throw_does_not_fit(i);
+      batches.push_back({{i}, ctx.shape(i), run});
+    }
+  }
+  return batches;
+}
+
+/// Total seconds of a list of packed micro-batches.
+inline double total_seconds(const std::vector<packed_batch>& batches) noexcept {
+  double t = 0;
+  for (const auto& b : batches) t += b.run.seconds;
+  return t;
+}
+
+}  // namespace dcp::detail

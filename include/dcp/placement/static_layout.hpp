@@ -1,0 +1,108 @@
+#pragma once
+// The static layout: one degree for every sample, groups of that degree side by side, samples
+// balanced over the groups (longest processing time first) and packed to the memory budget.
+// The baseline every dynamic plan is compared with; `best_static_layout` searches the degree.
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dcp/concepts/placement_policy.hpp"
+#include "dcp/placement/detail/context.hpp"
+#include "dcp/placement/detail/timeline.hpp"
+
+namespace dcp {
+
+namespace detail {
+
+/// The static layout at degree index k, or nullopt if some sample cannot run at that degree.
+template <class Context>
+std::optional<placement> static_layout(const Context& ctx, std::size_t k) {
+  const std::int64_t d = ctx.degree(k);
+  const auto groups = static_cast<std::size_t>(ctx.gpus() / d);
+  std::vector<std::pair<double, std::size_t>> items;
+  items.reserve(ctx.size());
+  for (std::size_t i = 0; i < ctx.size(); ++i) {
+    const auto alone = ctx.evaluate(ctx.shape(i), k);
+    if (!alone.feasible) return std::nullopt;
+    items.emplace_back(ctx.packed_estimate(i, k, alone), i);
+  }
+  auto assigned = lpt_assign(std::move(items), std::vector<double>(groups, 0.0));
+  placement out;
+  out.policy = "static(degree " + std::to_string(d) + ")";
+  for (std::size_t g = 0; g < groups; ++g) {
+    if (assigned[g].empty()) continue;
+    const auto batches = pack(ctx, std::move(assigned[g]), k);
+    const double end = append_group(out, batches, static_cast<std::int64_t>(g) * d,
+                                    ctx.config(k), 0.0);
+    out.makespan_seconds = std::max(out.makespan_seconds, end);
+  }
+  out.best_static_seconds = out.makespan_seconds;
+  out.best_static_degree = d;
+  return out;
+}
+
+/// The fastest static layout over every allowed degree, or nullopt if none is feasible.
+template <class Context>
+std::optional<placement> best_static_layout(const Context& ctx) {
+  std::optional<placement> best;
+  for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
+    auto candidate = static_layout(ctx, k);
+    if (candidate && (!best || candidate->makespan_seconds < best->makespan_seconds))
+      best = std::move(candidate);
+  }
+  return best;
+}
+
+}  // namespace detail
+
+/// Places every sample at one given degree. Throws invalid_spec for a degree the model or
+/// cluster does not allow and sample_does_not_fit for a sample that cannot run at it.
+struct static_placement {
+  std::int64_t degree = 1;
+
+  template <cost_model M, recompute_strategy<M> R>
+  placement place(const placement_problem<M, R>& problem) const {
+    validate(execution_config{degree, problem.cost.training().sp, {}}, problem.cost.model(),
+             problem.cost.cluster());
+    const detail::placement_context<M, R> ctx(problem);
+    std::size_t k = 0;
+    while (ctx.degree(k) != degree) ++k;
+    for (std::size_t i = 0; i < ctx.size(); ++i)
+      if (!ctx.evaluate(ctx.shape(i), k).feasible) ctx.throw_does_not_fit(i);
+    return ctx.size() == 0 ? placement{{}, 0, 0, degree, "static"} : *detail::static_layout(ctx, k);
+  }
+  std::string_view name() const noexcept { return "static"; }
+  friend constexpr bool operator==(static_placement, static_placement) = default;
+};
+
+/// Searches every allowed degree and places the batch with the fastest static layout.
+struct best_static_placement {
+  template <cost_model M, recompute_strategy<M> R>
+  placement place(const placement_problem<M, R>& problem) const {
+    const detail::placement_context<M, R> ctx(problem);
+    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "best-static"};
+    auto best = detail::best_static_layout(ctx);
+    if (!best) {
+      // Name the first sample that fits at no degree, or the longest one.
+      for (std::size_t i = 0; i < ctx.size(); ++i) {
+        bool fits = false;
+        for (std::size_t k = 0; k < ctx.degrees().size() && !fits; ++k)
+          fits = ctx.evaluate(ctx.shape(i), k).feasible;
+        if (!fits) ctx.throw_does_not_fit(i);
+      }
+      throw sample_does_not_fit("best_static_placement: no single degree fits every sample; "
+                                "the longest sample (" + std::to_string(problem.samples[0].tokens) +
+                                " tokens) and the shortest need different degrees");
+    }
+    return std::move(*best);
+  }
+  std::string_view name() const noexcept { return "best-static"; }
+  friend constexpr bool operator==(best_static_placement, best_static_placement) = default;
+};
+
+}  // namespace dcp

@@ -1,0 +1,149 @@
+#pragma once
+// The step plan: every micro-step of one training step, with its group, samples, recompute
+// setting and loss scale, the predicted makespan, the lower bound and a fingerprint that ranks
+// all-gather to prove they agree.
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "dcp/spec/hardware.hpp"
+#include "dcp/spec/training.hpp"
+
+namespace dcp {
+
+/// One micro-batch run by one group of GPUs. Every rank runs the micro-steps that include it in
+/// increasing `sequence`; all members of a group hold the same number, so no cycle of waits can
+/// form (the smallest unfinished number can always run).
+struct micro_step {
+  std::int64_t sequence = 0;     ///< global sequence number, 0..n-1
+  std::int64_t first_rank = 0;   ///< the group is ranks [first_rank, first_rank + degree)
+  execution_config config{};     ///< degree, sequence-parallel style, recompute setting
+  std::vector<std::uint64_t> sample_ids{};
+  std::int64_t tokens = 0;
+  std::int64_t loss_units = 0;   ///< tokens or samples counted by the loss normalisation
+  double loss_scale = 0;         ///< multiply this micro-batch's mean loss by it (DESIGN §4.5)
+  double start_seconds = 0;      ///< predicted start within the step
+  double seconds = 0;            ///< predicted duration
+  double peak_bytes = 0;         ///< predicted peak bytes on each GPU of the group
+
+  std::int64_t degree() const noexcept { return config.degree; }
+  std::int64_t last_rank() const noexcept { return first_rank + config.degree - 1; }
+  bool includes(std::int64_t rank) const noexcept {
+    return rank >= first_rank && rank < first_rank + config.degree;
+  }
+  double end_seconds() const noexcept { return start_seconds + seconds; }
+
+  friend bool operator==(const micro_step&, const micro_step&) = default;
+};
+
+struct step_plan {
+  std::vector<micro_step> micro_steps{};  ///< ordered by sequence number
+  std::int64_t gpus = 0;
+  std::int64_t gpus_per_node = 0;
+  double makespan_seconds = 0;        ///< predicted time until the last micro-step ends
+  double lower_bound_seconds = 0;     ///< no plan can finish the micro-steps sooner
+  double memory_budget_bytes = 0;
+  double gradient_sync_seconds = 0;   ///< predicted tail after the last micro-step
+  double best_static_seconds = 0;     ///< makespan of the best static layout (0: none feasible)
+  std::int64_t best_static_degree = 0;
+  std::string policy{};               ///< the placement that produced it
+  std::uint64_t fingerprint = 0;
+
+  /// Relative distance to the lower bound: makespan / bound - 1 (0 for an empty plan).
+  double gap() const noexcept {
+    return lower_bound_seconds > 0 ? makespan_seconds / lower_bound_seconds - 1.0 : 0.0;
+  }
+  double step_seconds() const noexcept { return makespan_seconds + gradient_sync_seconds; }
+
+  /// Indices into micro_steps of the steps rank `rank` runs, in execution order.
+  std::vector<std::size_t> steps_of(std::int64_t rank) const {
+    std::vector<std::size_t> out;
+    for (std::size_t i = 0; i < micro_steps.size(); ++i)
+      if (micro_steps[i].includes(rank)) out.push_back(i);
+    return out;
+  }
+
+  /// Predicted busy seconds of each rank.
+  std::vector<double> busy_seconds() const {
+    std::vector<double> busy(static_cast<std::size_t>(gpus), 0.0);
+    for (const auto& m : micro_steps)
+      for (auto r = m.first_rank; r <= m.last_rank(); ++r) busy[static_cast<std::size_t>(r)] += m.seconds;
+    return busy;
+  }
+
+  /// Fraction of GPU time idle before the makespan.
+  double idle_fraction() const {
+    if (makespan_seconds <= 0 || gpus == 0) return 0.0;
+    double busy = 0;
+    for (const auto& m : micro_steps) busy += m.seconds * static_cast<double>(m.degree());
+    return 1.0 - busy / (makespan_seconds * static_cast<double>(gpus));
+  }
+
+  std::int64_t total_tokens() const noexcept {
+    std::int64_t t = 0;
+    for (const auto& m : micro_steps) t += m.tokens;
+    return t;
+  }
+
+  friend bool operator==(const step_plan&, const step_plan&) = default;
+};
+
+namespace detail {
+/// FNV-1a, 64 bit: enough to detect ranks that planned differently, not a cryptographic hash.
+class fnv1a {
+public:
+  void bytes(const void* data, std::size_t size) noexcept {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) {
+      hash_ ^= p[i];
+      hash_ *= 1099511628211ull;
+    }
+  }
+  void u64(std::uint64_t v) noexcept { bytes(&v, sizeof v); }
+  void i64(std::int64_t v) noexcept { u64(static_cast<std::uint64_t>(v)); }
+  void f64(double v) noexcept { u64(std::bit_cast<std::uint64_t>(v)); }
+  std::uint64_t value() const noexcept { return hash_; }
+
+private:
+  std::uint64_t hash_ = 1469598103934665603ull;
+};
+}  // namespace detail
+
+/// Hash of what ranks must agree on: the order, groups, samples, settings and loss scales.
+inline std::uint64_t compute_fingerprint(const step_plan& plan) noexcept {
+  detail::fnv1a h;
+  h.i64(plan.gpus);
+  for (const auto& m : plan.micro_steps) {
+    h.i64(m.sequence);
+    h.i64(m.first_rank);
+    h.i64(m.config.degree);
+    h.i64(static_cast<std::int64_t>(m.config.sp));
+    h.i64(m.config.recompute.layers);
+    h.i64(m.config.recompute.selective ? 1 : 0);
+    h.f64(m.loss_scale);
+    h.u64(m.sample_ids.size());
+    for (auto id : m.sample_ids) h.u64(id);
+  }
+  return h.value();
+}
+
+inline std::ostream& operator<<(std::ostream& os, const micro_step& m) {
+  os << "micro_step{#" << m.sequence << ", ranks " << m.first_rank << ".." << m.last_rank()
+     << ", " << m.config << ", samples=" << m.sample_ids.size() << ", tokens=" << m.tokens
+     << ", loss_scale=" << m.loss_scale << ", " << m.start_seconds << "+" << m.seconds << " s, "
+     << m.peak_bytes / gib << " GiB}";
+  return os;
+}
+
+inline std::ostream& operator<<(std::ostream& os, const step_plan& p) {
+  return os << "step_plan{" << p.micro_steps.size() << " micro-steps on " << p.gpus
+            << " GPUs, makespan " << p.makespan_seconds << " s, bound " << p.lower_bound_seconds
+            << " s, gap " << p.gap() * 100.0 << "%, policy " << p.policy << ", fingerprint "
+            << p.fingerprint << '}';
+}
+
+}  // namespace dcp

@@ -1,0 +1,89 @@
+#pragma once
+// The shipped recompute strategies: none, full, selective, and pyramid — the fewest fully
+// recomputed layers that make this micro-batch fit, found exactly per micro-batch.
+
+#include <optional>
+#include <string_view>
+
+#include "dcp/concepts/recompute_strategy.hpp"
+#include "dcp/cost/analytic.hpp"
+
+namespace dcp {
+
+namespace detail {
+template <cost_model M>
+bool fits(const M& m, const micro_batch_shape& s, execution_config c, recompute_setting r) {
+  c.recompute = r;
+  return m.peak_bytes(s, c) <= m.memory_budget();
+}
+}  // namespace detail
+
+/// Never recompute: a micro-batch either fits with every activation kept or not at all.
+struct no_recompute {
+  template <cost_model M>
+  std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+                                          const execution_config& c) const {
+    if (detail::fits(m, s, c, recompute_setting::none())) return recompute_setting::none();
+    return std::nullopt;
+  }
+  constexpr std::string_view name() const noexcept { return "none"; }
+  friend constexpr bool operator==(no_recompute, no_recompute) noexcept { return true; }
+};
+
+/// Recompute every layer, always (the usual static long-context setting).
+struct full_recompute {
+  template <cost_model M>
+  std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+                                          const execution_config& c) const {
+    const auto r = recompute_setting::full(m.model().layers);
+    if (detail::fits(m, s, c, r)) return r;
+    return std::nullopt;
+  }
+  constexpr std::string_view name() const noexcept { return "full"; }
+  friend constexpr bool operator==(full_recompute, full_recompute) noexcept { return true; }
+};
+
+/// Selective recomputation (norms and MLP activation) on every layer, always.
+struct selective_recompute {
+  template <cost_model M>
+  std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+                                          const execution_config& c) const {
+    const auto r = recompute_setting::selective_only();
+    if (detail::fits(m, s, c, r)) return r;
+    return std::nullopt;
+  }
+  constexpr std::string_view name() const noexcept { return "selective"; }
+  friend constexpr bool operator==(selective_recompute, selective_recompute) noexcept {
+    return true;
+  }
+};
+
+/// Pyramid: the fewest fully recomputed layers k in [0, L] that make this micro-batch fit.
+/// Exact: binary search on k, valid because peak bytes never increase with k (cost_model
+/// requirement 5); O(log L) cost-model calls per micro-batch.
+struct pyramid_recompute {
+  template <cost_model M>
+  std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+                                          const execution_config& c) const {
+    if (detail::fits(m, s, c, recompute_setting::none())) return recompute_setting::none();
+    const auto layers = m.model().layers;
+    if (!detail::fits(m, s, c, recompute_setting::partial(layers))) return std::nullopt;
+    std::int64_t low = 0;  // does not fit
+    std::int64_t high = layers;  // fits
+    while (high - low > 1) {
+      const std::int64_t mid = low + (high - low) / 2;
+      if (detail::fits(m, s, c, recompute_setting::partial(mid))) high = mid;
+      else low = mid;
+    }
+    return recompute_setting::partial(high);
+  }
+  constexpr std::string_view name() const noexcept { return "pyramid"; }
+  friend constexpr bool operator==(pyramid_recompute, pyramid_recompute) noexcept { return true; }
+};
+
+static_assert(recompute_strategy<no_recompute, analytic_cost_model>);
+static_assert(recompute_strategy<full_recompute, analytic_cost_model>);
+static_assert(recompute_strategy<selective_recompute, analytic_cost_model>);
+static_assert(recompute_strategy<pyramid_recompute, analytic_cost_model>);
+
+}  // namespace dcp

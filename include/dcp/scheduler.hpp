@@ -1,0 +1,134 @@
+#pragma once
+// dcp::DataCentricScheduler: composes a cost model, a bucketing policy, a recompute strategy and
+// a placement policy into plan(samples) -> step_plan. Every rank runs it on the same sample list
+// and gets the same plan, bit for bit.
+
+#include <algorithm>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "dcp/bucketing/log2_buckets.hpp"
+#include "dcp/bucketing/varlen_buckets.hpp"
+#include "dcp/concepts/bucketing_policy.hpp"
+#include "dcp/concepts/cost_model.hpp"
+#include "dcp/concepts/placement_policy.hpp"
+#include "dcp/concepts/recompute_strategy.hpp"
+#include "dcp/cost/analytic.hpp"
+#include "dcp/placement/balanced.hpp"
+#include "dcp/plan/lower_bound.hpp"
+#include "dcp/plan/step_plan.hpp"
+#include "dcp/plan/validate_batch.hpp"
+#include "dcp/recompute/strategies.hpp"
+
+namespace dcp {
+
+template <cost_model Cost = analytic_cost_model, bucketing_policy Bucketing = varlen_buckets,
+          recompute_strategy<Cost> Recompute = pyramid_recompute,
+          placement_policy<Cost, Recompute> Placement = balanced_placement>
+class DataCentricScheduler {
+public:
+  using cost_type = Cost;
+  using bucketing_type = Bucketing;
+  using recompute_type = Recompute;
+  using placement_type = Placement;
+
+  explicit DataCentricScheduler(Cost cost, Bucketing bucketing = Bucketing{},
+                                Recompute recompute = Recompute{},
+                                Placement placement = Placement{})
+      : cost_(std::move(cost)),
+        bucketing_(std::move(bucketing)),
+        recompute_(std::move(recompute)),
+        placement_(std::move(placement)) {}
+
+  const Cost& cost() const noexcept { return cost_; }
+  const Bucketing& bucketing() const noexcept { return bucketing_; }
+  const Recompute& recompute() const noexcept { return recompute_; }
+  const Placement& placement_policy() const noexcept { return placement_; }
+
+  /// The plan of one training step for this batch. Throws invalid_sample for malformed samples
+  /// and sample_does_not_fit for a sample no configuration can hold.
+  step_plan plan(std::span<const sample> batch) const {
+    validate_batch(batch);
+    const auto samples = canonical_order(batch);
+    const auto labels = bucketing_.assign(samples);
+    const placement_problem<Cost, Recompute> problem{samples, labels, cost_, recompute_};
+    auto placed = placement_.place(problem);
+
+    step_plan out;
+    out.gpus = cost_.cluster().gpus;
+    out.gpus_per_node = cost_.cluster().gpus_per_node;
+    out.memory_budget_bytes = cost_.memory_budget();
+    out.policy = std::move(placed.policy);
+    out.best_static_seconds = placed.best_static_seconds;
+    out.best_static_degree = placed.best_static_degree;
+    if (samples.empty()) {
+      out.fingerprint = compute_fingerprint(out);
+      return out;
+    }
+    out.gradient_sync_seconds = gradient_sync(cost_);
+    const detail::placement_context<Cost, Recompute> ctx(problem);
+    out.lower_bound_seconds = detail::lower_bound_seconds(ctx);
+
+    // Sequence numbers follow predicted start times (then first rank), so each rank's own
+    // micro-steps are numbered in the order it runs them.
+    auto& steps = placed.micro_steps;
+    std::stable_sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
+      if (a.start_seconds != b.start_seconds) return a.start_seconds < b.start_seconds;
+      return a.first_rank < b.first_rank;
+    });
+    const bool by_tokens = cost_.training().normalise_by == loss_normalisation::tokens;
+    std::int64_t total_units = 0;
+    for (const auto& s : samples) total_units += by_tokens ? s.tokens : 1;
+    out.micro_steps.reserve(steps.size());
+    for (std::size_t n = 0; n < steps.size(); ++n) {
+      auto& placed_step = steps[n];
+      std::sort(placed_step.samples.begin(), placed_step.samples.end());
+      micro_step m;
+      m.sequence = static_cast<std::int64_t>(n);
+      m.first_rank = placed_step.first_rank;
+      m.config = placed_step.config;
+      for (auto i : placed_step.samples) {
+        m.sample_ids.push_back(samples[i].id);
+        m.tokens += samples[i].tokens;
+        m.loss_units += by_tokens ? samples[i].tokens : 1;
+      }
+      m.loss_scale = static_cast<double>(m.loss_units) / static_cast<double>(total_units);
+      m.start_seconds = placed_step.start_seconds;
+      m.seconds = placed_step.seconds;
+      m.peak_bytes = placed_step.peak_bytes;
+      out.makespan_seconds = std::max(out.makespan_seconds, m.end_seconds());
+      out.micro_steps.push_back(std::move(m));
+    }
+    out.fingerprint = compute_fingerprint(out);
+    return out;
+  }
+
+  step_plan plan(const std::vector<sample>& batch) const {
+    return plan(std::span<const sample>(batch.data(), batch.size()));
+  }
+
+private:
+  template <class C>
+  static double gradient_sync(const C& cost) {
+    if constexpr (requires { cost.gradient_sync_seconds(); }) return cost.gradient_sync_seconds();
+    else return 0.0;
+  }
+
+  Cost cost_;
+  Bucketing bucketing_;
+  Recompute recompute_;
+  Placement placement_;
+};
+
+/// snake_case spelling for code that prefers the standard library's naming.
+template <cost_model Cost = analytic_cost_model, bucketing_policy Bucketing = varlen_buckets,
+          recompute_strategy<Cost> Recompute = pyramid_recompute,
+          placement_policy<Cost, Recompute> Placement = balanced_placement>
+using data_centric_scheduler = DataCentricScheduler<Cost, Bucketing, Recompute, Placement>;
+
+static_assert(placement_policy<balanced_placement, analytic_cost_model, pyramid_recompute>);
+static_assert(placement_policy<static_placement, analytic_cost_model, pyramid_recompute>);
+static_assert(placement_policy<best_static_placement, analytic_cost_model, pyramid_recompute>);
+
+}  // namespace dcp

@@ -1,0 +1,74 @@
+#pragma once
+// One training sample as the scheduler sees it: an id, a token count, and for video its latent
+// token grid and attention layout.
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string_view>
+
+namespace dcp {
+
+/// How a sample's tokens attend to each other; decides the attention FLOPs and the mask factor.
+enum class attention_kind : std::uint8_t {
+  causal,      ///< decoder LLM: each token sees its prefix (mask factor 1/2)
+  full,        ///< bidirectional over the whole sample (full 3D attention DiTs, mask factor 1)
+  factorised,  ///< spatial attention within a frame, then temporal attention across frames (STDiT)
+};
+
+constexpr std::string_view to_string(attention_kind kind) noexcept {
+  switch (kind) {
+    case attention_kind::causal: return "causal";
+    case attention_kind::full: return "full";
+    case attention_kind::factorised: return "factorised";
+  }
+  return "unknown";
+}
+
+inline std::ostream& operator<<(std::ostream& os, attention_kind kind) { return os << to_string(kind); }
+
+/// A video sample's latent token grid after VAE compression and patchification:
+/// tokens = frames * height * width (all in latent patches, not pixels).
+struct video_shape {
+  std::int64_t frames = 1;
+  std::int64_t height = 1;
+  std::int64_t width = 1;
+
+  constexpr std::int64_t tokens() const noexcept { return frames * height * width; }
+  constexpr std::int64_t tokens_per_frame() const noexcept { return height * width; }
+  friend constexpr auto operator<=>(const video_shape&, const video_shape&) = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const video_shape& v) {
+  return os << v.frames << 'x' << v.height << 'x' << v.width;
+}
+
+/// One sample of a global batch. `id` must be unique within a batch; it is what plans refer to.
+struct sample {
+  std::uint64_t id = 0;
+  std::int64_t tokens = 0;
+  attention_kind attention = attention_kind::causal;
+  std::optional<video_shape> video{};  ///< set for video samples; then tokens == video->tokens()
+
+  friend constexpr bool operator==(const sample&, const sample&) = default;
+};
+
+/// A text sample of `tokens` tokens with causal attention.
+constexpr sample text_sample(std::uint64_t id, std::int64_t tokens) noexcept {
+  return sample{id, tokens, attention_kind::causal, std::nullopt};
+}
+
+/// A video sample over a latent grid; tokens are derived from the grid.
+constexpr sample video_sample(std::uint64_t id, video_shape shape,
+                              attention_kind attention = attention_kind::factorised) noexcept {
+  return sample{id, shape.tokens(), attention, shape};
+}
+
+inline std::ostream& operator<<(std::ostream& os, const sample& s) {
+  os << "sample{id=" << s.id << ", tokens=" << s.tokens << ", attention=" << s.attention;
+  if (s.video) os << ", video=" << *s.video;
+  return os << '}';
+}
+
+}  // namespace dcp

@@ -1,0 +1,133 @@
+#pragma once
+// How the model is trained (precision, ZeRO stage, memory headroom, loss normalisation) and the
+// per-micro-batch execution config the planner chooses (degree, sequence-parallel style,
+// recomputation).
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "dcp/error.hpp"
+#include "dcp/spec/hardware.hpp"
+#include "dcp/spec/model.hpp"
+
+namespace dcp {
+
+enum class precision : std::uint8_t { bf16_mixed };
+enum class sequence_parallel : std::uint8_t { ulysses, ring };
+enum class loss_normalisation : std::uint8_t { tokens, samples };
+
+constexpr std::string_view to_string(sequence_parallel sp) noexcept {
+  return sp == sequence_parallel::ulysses ? "ulysses" : "ring";
+}
+constexpr std::string_view to_string(loss_normalisation n) noexcept {
+  return n == loss_normalisation::tokens ? "tokens" : "samples";
+}
+inline std::ostream& operator<<(std::ostream& os, sequence_parallel sp) { return os << to_string(sp); }
+inline std::ostream& operator<<(std::ostream& os, loss_normalisation n) { return os << to_string(n); }
+
+struct training_spec {
+  precision mixed_precision = precision::bf16_mixed;
+  int zero_stage = 1;                       ///< ZeRO stage over the whole data-parallel world
+  double headroom_bytes = 8.0 * gib;        ///< kept free for fragmentation (perf-model §8)
+  double runtime_reserve_bytes = 3.0 * gib; ///< CUDA context and NCCL buffers (perf-model §4.1)
+  sequence_parallel sp = sequence_parallel::ulysses;
+  loss_normalisation normalise_by = loss_normalisation::tokens;
+  bool chunked_cross_entropy = false;       ///< fused/chunked CE: no full logits tensor
+
+  friend bool operator==(const training_spec&, const training_spec&) = default;
+
+  /// Throws invalid_spec when the headroom leaves nothing, or the ZeRO stage is unknown.
+  void validate(const cluster_spec& cluster) const {
+    if (zero_stage < 0 || zero_stage > 3)
+      throw invalid_spec("training: zero_stage = " + std::to_string(zero_stage) +
+                         ", must be in [0, 3]");
+    if (headroom_bytes < 0)
+      throw invalid_spec("training: headroom_bytes = " + std::to_string(headroom_bytes) +
+                         ", must be >= 0");
+    if (headroom_bytes >= cluster.gpu.memory_bytes)
+      throw invalid_spec("training: headroom_bytes = " + std::to_string(headroom_bytes) +
+                         " must be below the GPU capacity " +
+                         std::to_string(cluster.gpu.memory_bytes) + " bytes");
+  }
+
+  /// Bytes a micro-batch may use at its peak on one GPU: capacity minus headroom.
+  double memory_budget(const cluster_spec& cluster) const noexcept {
+    return cluster.gpu.memory_bytes - headroom_bytes;
+  }
+};
+
+inline std::ostream& operator<<(std::ostream& os, const training_spec& t) {
+  return os << "training{bf16 mixed, zero=" << t.zero_stage << ", headroom "
+            << t.headroom_bytes / gib << " GiB, sp=" << t.sp << ", normalise by "
+            << t.normalise_by << '}';
+}
+
+/// How much activation recomputation a micro-batch uses: `layers` of the model's blocks are
+/// fully recomputed (checkpointed at their input); `selective` recomputes the cheap,
+/// memory-heavy parts (norms, MLP activation) of the others.
+struct recompute_setting {
+  std::int32_t layers = 0;
+  bool selective = false;
+
+  static constexpr recompute_setting none() noexcept { return {}; }
+  static constexpr recompute_setting selective_only() noexcept { return {0, true}; }
+  static constexpr recompute_setting full(std::int64_t model_layers) noexcept {
+    return {static_cast<std::int32_t>(model_layers), false};
+  }
+  static constexpr recompute_setting partial(std::int64_t recomputed_layers) noexcept {
+    return {static_cast<std::int32_t>(recomputed_layers), false};
+  }
+  constexpr bool is_none() const noexcept { return layers == 0 && !selective; }
+
+  friend constexpr auto operator<=>(const recompute_setting&, const recompute_setting&) = default;
+};
+
+inline std::string to_string(const recompute_setting& r) {
+  if (r.is_none()) return "none";
+  std::string out;
+  if (r.selective) out = "selective";
+  if (r.layers > 0) out += (out.empty() ? "" : "+") + std::string("layers:") + std::to_string(r.layers);
+  return out;
+}
+inline std::ostream& operator<<(std::ostream& os, const recompute_setting& r) {
+  return os << to_string(r);
+}
+
+/// What a micro-batch runs with: a group of `degree` GPUs sharing each sequence.
+struct execution_config {
+  std::int64_t degree = 1;
+  sequence_parallel sp = sequence_parallel::ulysses;
+  recompute_setting recompute{};
+
+  friend constexpr bool operator==(const execution_config&, const execution_config&) = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const execution_config& c) {
+  return os << "config{degree=" << c.degree << ", " << c.sp << ", recompute=" << c.recompute << '}';
+}
+
+/// Throws invalid_spec if `config` cannot run `model` on `cluster`: degree not a power of two or
+/// beyond the cluster, a Ulysses degree that does not divide the head count, recomputing more
+/// layers than the model has.
+inline void validate(const execution_config& config, const model_spec& model,
+                     const cluster_spec& cluster) {
+  const auto d = config.degree;
+  if (d < 1 || (d & (d - 1)) != 0)
+    throw invalid_spec("execution config: degree = " + std::to_string(d) +
+                       ", must be a power of two >= 1");
+  if (d > cluster.gpus)
+    throw invalid_spec("execution config: degree = " + std::to_string(d) +
+                       " exceeds the cluster's " + std::to_string(cluster.gpus) + " GPUs");
+  if (config.sp == sequence_parallel::ulysses && model.heads % d != 0)
+    throw invalid_spec("execution config: Ulysses degree = " + std::to_string(d) +
+                       " does not divide the " + std::to_string(model.heads) +
+                       " attention heads of " + model.name);
+  if (config.recompute.layers < 0 || config.recompute.layers > model.layers)
+    throw invalid_spec("execution config: recompute layers = " +
+                       std::to_string(config.recompute.layers) + ", must be in [0, " +
+                       std::to_string(model.layers) + "]");
+}
+
+}  // namespace dcp
