@@ -1,0 +1,149 @@
+// Bad input: each case throws a dcp::error whose message names the sample or field, the value
+// and the limit.
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "dcp/dcp.hpp"
+
+using namespace dcp;
+
+namespace {
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const dcp::error& e) {
+    return e.what();
+  }
+  return "(no dcp::error thrown)";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+const analytic_cost_model& llama8b_on_8_h200() {
+  static const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  return cost;
+}
+
+}  // namespace
+
+TEST_CASE("BadInput.Sample.zero_tokens_names_sample_and_limit") {
+  const DataCentricScheduler<> s(llama8b_on_8_h200());
+  const auto msg = message_of([&] { s.plan(std::vector<sample>{text_sample(1, 100), text_sample(42, 0)}); });
+  CHECK(contains(msg, "sample 42"));
+  CHECK(contains(msg, "tokens = 0"));
+  CHECK(contains(msg, ">= 1"));
+}
+
+TEST_CASE("BadInput.Sample.negative_tokens_names_sample_and_limit") {
+  const DataCentricScheduler<> s(llama8b_on_8_h200());
+  const auto msg = message_of([&] { s.plan(std::vector<sample>{text_sample(7, -5)}); });
+  CHECK(contains(msg, "sample 7"));
+  CHECK(contains(msg, "tokens = -5"));
+  CHECK(contains(msg, ">= 1"));
+}
+
+TEST_CASE("BadInput.Sample.too_long_for_largest_degree_reports_bytes") {
+  const DataCentricScheduler<> s(llama8b_on_8_h200());
+  std::vector<sample> batch{text_sample(1, 1000), text_sample(99, 4'000'000)};
+  std::string msg;
+  try {
+    s.plan(batch);
+  } catch (const sample_does_not_fit& e) {
+    msg = e.what();
+  }
+  CHECK(contains(msg, "sample 99"));
+  CHECK(contains(msg, "4000000 tokens"));
+  CHECK(contains(msg, "degree 8 with full recompute"));
+  CHECK(contains(msg, "needs"));
+  CHECK(contains(msg, "available"));
+  CHECK(contains(msg, "bytes"));
+}
+
+TEST_CASE("BadInput.Sample.duplicate_ids_name_the_id_and_positions") {
+  const DataCentricScheduler<> s(llama8b_on_8_h200());
+  const auto msg = message_of([&] {
+    s.plan(std::vector<sample>{text_sample(5, 10), text_sample(6, 10), text_sample(5, 20)});
+  });
+  CHECK(contains(msg, "duplicate sample id 5"));
+  CHECK(contains(msg, "indices 0 and 2"));
+}
+
+TEST_CASE("BadInput.Sample.video_grid_must_match_tokens") {
+  const DataCentricScheduler<> s(llama8b_on_8_h200());
+  sample v = video_sample(3, {4, 10, 10});
+  v.tokens = 401;
+  const auto msg = message_of([&] { s.plan(std::vector<sample>{v}); });
+  CHECK(contains(msg, "sample 3"));
+  CHECK(contains(msg, "401"));
+  CHECK(contains(msg, "400"));
+}
+
+TEST_CASE("BadInput.Cluster.zero_gpus") {
+  auto cluster = hgx_cluster(1, gpus::h100_sxm());
+  cluster.gpus = 0;
+  const auto msg = message_of([&] { analytic_cost_model(models::llama3_8b(), cluster); });
+  CHECK(contains(msg, "gpus = 0"));
+  CHECK(contains(msg, ">= 1"));
+}
+
+TEST_CASE("BadInput.Cluster.gpus_not_a_multiple_of_gpus_per_node") {
+  auto cluster = hgx_cluster(2, gpus::h100_sxm());
+  cluster.gpus = 12;
+  const auto msg = message_of([&] { analytic_cost_model(models::llama3_8b(), cluster); });
+  CHECK(contains(msg, "gpus = 12"));
+  CHECK(contains(msg, "gpus_per_node = 8"));
+}
+
+TEST_CASE("BadInput.Config.ulysses_degree_must_divide_heads") {
+  // STDiT3-XL has 16 heads; a Ulysses degree of 32 cannot split them.
+  const analytic_cost_model cost(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()));
+  const DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, static_placement>
+      s(cost, {}, {}, static_placement{32});
+  const auto msg = message_of([&] { s.plan(std::vector<sample>{video_sample(1, {8, 16, 16})}); });
+  CHECK(contains(msg, "Ulysses degree = 32"));
+  CHECK(contains(msg, "16 attention heads"));
+  const auto direct = message_of([&] {
+    validate(execution_config{3, sequence_parallel::ring, {}}, models::llama3_8b(),
+             hgx_cluster(1, gpus::h100_sxm()));
+  });
+  CHECK(contains(direct, "degree = 3"));
+  CHECK(contains(direct, "power of two"));
+}
+
+TEST_CASE("BadInput.Training.headroom_at_or_above_capacity") {
+  training_spec t;
+  t.headroom_bytes = 80.0 * gib;
+  const auto msg = message_of([&] {
+    analytic_cost_model(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), t);
+  });
+  CHECK(contains(msg, "headroom_bytes"));
+  CHECK(contains(msg, "capacity"));
+  t.headroom_bytes = 79.6 * gib;  // exactly the capacity
+  CHECK_THROWS_AS(analytic_cost_model(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), t),
+                  invalid_spec);
+}
+
+TEST_CASE("BadInput.Training.zero_stage_out_of_range") {
+  training_spec t;
+  t.zero_stage = 4;
+  const auto msg = message_of([&] {
+    analytic_cost_model(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), t);
+  });
+  CHECK(contains(msg, "zero_stage = 4"));
+  CHECK(contains(msg, "[0, 3]"));
+}
+
+TEST_CASE("BadInput.Model.heads_must_divide_hidden") {
+  auto m = models::llama3_8b();
+  m.heads = 30;
+  const auto msg = message_of([&] { analytic_cost_model(m, hgx_cluster(1, gpus::h100_sxm())); });
+  CHECK(contains(msg, "hidden = 4096"));
+  CHECK(contains(msg, "heads = 30"));
+}

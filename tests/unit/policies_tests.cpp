@@ -1,0 +1,126 @@
+// Bucketing policies and recompute strategies.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "../support/batches.hpp"
+#include "dcp/dcp.hpp"
+
+using namespace dcp;
+
+TEST_CASE("Bucketing.Log2.labels_by_power_of_two") {
+  const std::vector<sample> b{text_sample(0, 1), text_sample(1, 2), text_sample(2, 3),
+                              text_sample(3, 1024), text_sample(4, 2047), text_sample(5, 2048)};
+  CHECK(log2_buckets{}.assign(b) == std::vector<std::int32_t>{0, 1, 1, 10, 10, 11});
+}
+
+TEST_CASE("Bucketing.Explicit.labels_between_boundaries_and_rejects_unsorted") {
+  const explicit_boundaries policy({1024, 8192});
+  const std::vector<sample> b{text_sample(0, 10), text_sample(1, 1024), text_sample(2, 9000)};
+  CHECK(policy.assign(b) == std::vector<std::int32_t>{0, 1, 2});
+  CHECK_THROWS_AS(explicit_boundaries({8192, 1024}), invalid_spec);
+  CHECK_THROWS_AS(explicit_boundaries({0}), invalid_spec);
+}
+
+TEST_CASE("Bucketing.PaddingOptimal.matches_brute_force_padding") {
+  // Brute force over all ways to cut the sorted distinct lengths into at most k groups.
+  auto padding = [](std::vector<std::int64_t> lengths, const std::vector<std::int32_t>& labels) {
+    std::int64_t waste = 0;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      std::int64_t top = 0;
+      for (std::size_t j = 0; j < lengths.size(); ++j)
+        if (labels[j] == labels[i]) top = std::max(top, lengths[j]);
+      waste += top - lengths[i];
+    }
+    return waste;
+  };
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    CAPTURE(seed);
+    dcp::testing::rng r(seed);
+    std::vector<sample> batch;
+    std::vector<std::int64_t> lengths;
+    for (std::uint64_t i = 0; i < 9; ++i) {
+      lengths.push_back(1 + r.below(200));
+      batch.push_back(text_sample(i, lengths.back()));
+    }
+    for (std::int32_t k = 1; k <= 4; ++k) {
+      CAPTURE(k);
+      const auto labels = padding_optimal_buckets(k).assign(batch);
+      std::set<std::int32_t> distinct(labels.begin(), labels.end());
+      CHECK(distinct.size() <= static_cast<std::size_t>(k));
+      // Exhaustive: assign each distinct sorted value a cut pattern (bitmask of cut points).
+      std::vector<std::int64_t> values(lengths);
+      std::sort(values.begin(), values.end());
+      values.erase(std::unique(values.begin(), values.end()), values.end());
+      std::int64_t best = -1;
+      const auto n = values.size();
+      for (std::uint64_t mask = 0; mask < (1ull << (n - 1)); ++mask) {
+        if (std::popcount(mask) > k - 1) continue;
+        std::vector<std::int32_t> group_of_value(n, 0);
+        for (std::size_t v = 1; v < n; ++v)
+          group_of_value[v] = group_of_value[v - 1] + ((mask >> (v - 1)) & 1 ? 1 : 0);
+        std::vector<std::int32_t> l;
+        for (auto len : lengths)
+          l.push_back(group_of_value[static_cast<std::size_t>(
+              std::lower_bound(values.begin(), values.end(), len) - values.begin())]);
+        const auto w = padding(lengths, l);
+        if (best < 0 || w < best) best = w;
+      }
+      CHECK(padding(lengths, labels) == best);
+    }
+  }
+}
+
+TEST_CASE("Bucketing.Video.groups_identical_grids_only") {
+  const std::vector<sample> b{video_sample(0, {8, 9, 16}), video_sample(1, {8, 16, 9}),
+                              video_sample(2, {8, 9, 16}), text_sample(3, 500)};
+  const auto labels = video_buckets{}.assign(b);
+  CHECK(labels[0] == labels[2]);
+  CHECK(labels[0] != labels[1]);
+  CHECK(labels[3] != labels[0]);
+  const auto varlen = varlen_buckets{}.assign(b);
+  CHECK(varlen[0] == varlen[2]);
+  CHECK(varlen[0] != varlen[1]);
+}
+
+TEST_CASE("Recompute.Pyramid.is_the_fewest_layers_that_fit") {
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  const execution_config base{1, sequence_parallel::ulysses, {}};
+  int partial_seen = 0;
+  for (std::int64_t tokens = 1024; tokens <= 131072; tokens += 1024) {
+    CAPTURE(tokens);
+    const auto s = micro_batch_shape::of(text_sample(0, tokens));
+    const auto r = pyramid_recompute{}.choose(cost, s, base);
+    if (!r) {
+      auto full = base;
+      full.recompute = recompute_setting::full(32);
+      CHECK(cost.peak_bytes(s, full) > cost.memory_budget());
+      continue;
+    }
+    auto with = base;
+    with.recompute = *r;
+    CHECK(cost.peak_bytes(s, with) <= cost.memory_budget());
+    if (r->layers > 0) {
+      auto fewer = base;
+      fewer.recompute = recompute_setting::partial(r->layers - 1);
+      CHECK(cost.peak_bytes(s, fewer) > cost.memory_budget());  // exact: one fewer does not fit
+      if (r->layers < 32) ++partial_seen;
+    }
+  }
+  CHECK(partial_seen > 3);  // the pyramid really is partial, not just none/full
+}
+
+TEST_CASE("Recompute.Strategies.fixed_settings_or_nothing") {
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  const execution_config base{1, sequence_parallel::ulysses, {}};
+  const auto small = micro_batch_shape::of(text_sample(0, 1000));
+  const auto huge = micro_batch_shape::of(text_sample(0, 400000));
+  CHECK(no_recompute{}.choose(cost, small, base) == recompute_setting::none());
+  CHECK(full_recompute{}.choose(cost, small, base) == recompute_setting::full(32));
+  CHECK(selective_recompute{}.choose(cost, small, base) == recompute_setting::selective_only());
+  CHECK_FALSE(no_recompute{}.choose(cost, huge, base).has_value());
+  CHECK_FALSE(full_recompute{}.choose(cost, huge, base).has_value());
+}

@@ -1,0 +1,157 @@
+// The promises of DESIGN §4 as property tests over seeded heavy-tailed batches.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../support/batches.hpp"
+#include "../support/promises.hpp"
+#include "dcp/dcp.hpp"
+
+using namespace dcp;
+using dcp::testing::check_promises;
+
+namespace {
+
+struct scenario {
+  model_spec model;
+  cluster_spec cluster;
+  training_spec training;
+};
+
+template <class Recompute = pyramid_recompute>
+double best_static_of(const analytic_cost_model& cost, const std::vector<sample>& batch) {
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, Recompute, best_static_placement>
+      baseline(cost);
+  return baseline.plan(batch).makespan_seconds;
+}
+
+std::vector<sample> shuffled(std::vector<sample> batch, std::uint64_t seed) {
+  dcp::testing::rng r(seed);
+  for (std::size_t i = batch.size(); i > 1; --i)
+    std::swap(batch[i - 1], batch[static_cast<std::size_t>(r.below(static_cast<std::int64_t>(i)))]);
+  return batch;
+}
+
+}  // namespace
+
+TEST_CASE("Scheduler.Promises.hold_over_1000_heavy_tailed_batches") {
+  // Rotate through clusters, models, ZeRO stages and SP styles so each promise is exercised
+  // on many shapes of problem.
+  const std::vector<scenario> scenarios = {
+      {models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()), {}},
+      {models::llama3_8b(), hgx_cluster(2, gpus::h100_sxm()), {}},
+      {models::qwen25_7b(), hgx_cluster(4, gpus::h200_sxm()), {}},
+      {models::llama3_8b(), [] { auto c = hgx_cluster(2, gpus::h200_sxm()); return c; }(),
+       [] { training_spec t; t.sp = sequence_parallel::ring; t.zero_stage = 3; return t; }()},
+      {models::llama3_70b(), hgx_cluster(4, gpus::h200_sxm()),
+       [] { training_spec t; t.zero_stage = 3; return t; }()},
+      {models::llama3_8b(), hgx_cluster(2, gpus::h200_sxm()),
+       [] { training_spec t; t.normalise_by = loss_normalisation::samples; return t; }()},
+  };
+  int planned = 0;
+  for (std::uint64_t seed = 1; seed <= 1000; ++seed) {
+    CAPTURE(seed);
+    const auto& sc = scenarios[seed % scenarios.size()];
+    const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
+    const DataCentricScheduler<> scheduler(cost);
+    const std::size_t count = 8 + static_cast<std::size_t>(seed * 37 % 150);
+    const auto batch = dcp::testing::heavy_tailed_batch(seed, count, 65536);
+    const auto plan = scheduler.plan(batch);
+    check_promises(plan, batch, cost, best_static_of(cost, batch));
+    // 3. Deterministic: same plan bit for bit for any permutation of the input.
+    if (seed % 5 == 0) CHECK(scheduler.plan(shuffled(batch, seed)) == plan);
+    ++planned;
+  }
+  CHECK(planned == 1000);
+}
+
+TEST_CASE("Scheduler.Promises.hold_on_wikipedia_batches") {
+  if (dcp::testing::skip_without_wikipedia()) return;
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
+  const DataCentricScheduler<> scheduler(cost);
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    CAPTURE(seed);
+    const auto batch = dcp::testing::wikipedia_batch(seed, 1'000'000, 65536);
+    const auto plan = scheduler.plan(batch);
+    check_promises(plan, batch, cost, best_static_of(cost, batch));
+    CHECK(scheduler.plan(shuffled(batch, seed)) == plan);
+  }
+}
+
+TEST_CASE("Scheduler.Promises.hold_with_every_recompute_strategy") {
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(2, gpus::h100_sxm()));
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    const auto batch = dcp::testing::heavy_tailed_batch(seed, 60, 32768);
+    {
+      const DataCentricScheduler<analytic_cost_model, varlen_buckets, full_recompute> s(cost);
+      check_promises(s.plan(batch), batch, cost, best_static_of<full_recompute>(cost, batch));
+    }
+    {
+      const DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_recompute> s(cost);
+      check_promises(s.plan(batch), batch, cost, best_static_of<selective_recompute>(cost, batch));
+    }
+    {
+      const DataCentricScheduler<analytic_cost_model, log2_buckets, no_recompute> s(cost);
+      check_promises(s.plan(batch), batch, cost, 0.0);
+    }
+  }
+}
+
+TEST_CASE("Scheduler.Promises.groups_cross_nodes_only_when_needed") {
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h100_sxm()));
+  const DataCentricScheduler<> scheduler(cost);
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    const auto batch = dcp::testing::heavy_tailed_batch(seed, 200, 262144);
+    const auto plan = scheduler.plan(batch);
+    if (plan.policy != "balanced") continue;  // a static fallback is judged as a static layout
+    for (const auto& m : plan.micro_steps) {
+      if (m.degree() <= plan.gpus_per_node) continue;
+      REQUIRE(m.sample_ids.size() == 1);
+      const auto it = std::find_if(batch.begin(), batch.end(),
+                                   [&](const sample& s) { return s.id == m.sample_ids[0]; });
+      const auto shape = micro_batch_shape::of(*it);
+      // Either nothing fits inside a node, or the fastest in-node option is longer than the
+      // whole step.
+      double fastest_intra = 1e300;
+      for (std::int64_t d = 1; d <= plan.gpus_per_node; d *= 2) {
+        const execution_config c{d, sequence_parallel::ulysses, {}};
+        if (auto r = pyramid_recompute{}.choose(cost, shape, c)) {
+          auto with = c;
+          with.recompute = *r;
+          fastest_intra = std::min(fastest_intra, cost.seconds(shape, with));
+        }
+      }
+      CHECK(fastest_intra > plan.makespan_seconds);
+    }
+  }
+}
+
+TEST_CASE("Scheduler.Empty.batch_gives_empty_plan_with_zero_time") {
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  const auto plan = DataCentricScheduler<>(cost).plan(std::vector<sample>{});
+  CHECK(plan.micro_steps.empty());
+  CHECK(plan.makespan_seconds == 0.0);
+  CHECK(plan.lower_bound_seconds == 0.0);
+  CHECK(plan.step_seconds() == 0.0);
+  CHECK(plan.gap() == 0.0);
+}
+
+TEST_CASE("Scheduler.Dynamic.uses_several_degrees_for_a_lopsided_batch") {
+  // One 60K sequence among many short ones: the long one needs a group, the short ones do not.
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  std::vector<sample> batch{text_sample(0, 60000)};
+  for (std::uint64_t i = 1; i <= 200; ++i) batch.push_back(text_sample(i, 300 + 7 * static_cast<std::int64_t>(i)));
+  const auto plan = DataCentricScheduler<>(cost).plan(batch);
+  std::int64_t max_degree = 0, min_degree = 1 << 20;
+  for (const auto& m : plan.micro_steps) {
+    max_degree = std::max(max_degree, m.degree());
+    min_degree = std::min(min_degree, m.degree());
+  }
+  CHECK(max_degree > 1);
+  CHECK(min_degree == 1);
+  CHECK(plan.makespan_seconds < plan.best_static_seconds);
+}
