@@ -153,5 +153,11 @@ TEST_CASE("Scheduler.Dynamic.uses_several_degrees_for_a_lopsided_batch") {
   }
   CHECK(max_degree > 1);
   CHECK(min_degree == 1);
-  CHECK(plan.makespan_seconds < plan.best_static_seconds);
+  CHECK(plan.makespan_seconds < best_static_of(cost, batch));
+  // With the exact search the plan itself reports the best static layout.
+  balanced_placement exact;
+  exact.exact_best_static = true;
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement>
+      reporting(cost, {}, {}, exact);
+  CHECK(reporting.plan(batch).best_static_seconds == doctest::Approx(best_static_of(cost, batch)));
 }

@@ -19,6 +19,10 @@ namespace dcp {
 ///  2. `r.name()` -> convertible to std::string_view, for reports.
 ///  3. Semantics: pure and deterministic; if it returns a setting for s, it returns one for
 ///     any smaller micro-batch, and that setting recomputes no more.
+/// Optional refinement: a strategy that declares `static constexpr bool fit_decides = true`
+/// promises that whenever a setting it chose for s still fits a larger s', it chooses that same
+/// setting for s' (true of fixed settings and of "the least that fits"); packers then test a
+/// join with one cost-model call instead of a full choose().
 /// Models: no_recompute, full_recompute, selective_recompute, pyramid_recompute.
 template <class R, class M>
 concept recompute_strategy =
@@ -27,5 +31,11 @@ concept recompute_strategy =
       { r.choose(m, s, c) } -> std::same_as<std::optional<recompute_setting>>;
       { r.name() } -> std::convertible_to<std::string_view>;
     };
+
+template <class R>
+inline constexpr bool fit_decides_v = [] {
+  if constexpr (requires { R::fit_decides; }) return static_cast<bool>(R::fit_decides);
+  else return false;
+}();
 
 }  // namespace dcp

@@ -41,6 +41,7 @@ public:
     model_.validate();
     cluster_.validate();
     training_.validate(cluster_);
+    derive();
   }
 
   const model_spec& model() const noexcept { return model_; }
@@ -72,11 +73,9 @@ public:
     const double recomputed = static_cast<double>(c.recompute.layers);
     // Dense: 6 N per token, LM head included (§2.1); full recompute repeats the forward
     // (2 N per token) of the recomputed layers (§2.2).
-    const double block_share = static_cast<double>(model_.layers * model_.block_params()) /
-                               static_cast<double>(model_.per_token_params());
-    const double dense_flops = 6.0 * static_cast<double>(model_.per_token_params()) * tokens;
-    const double recompute_flops = 2.0 * static_cast<double>(model_.per_token_params()) *
-                                   block_share * tokens * (recomputed / layers);
+    const double dense_flops = 6.0 * per_token_params_ * tokens;
+    const double recompute_flops =
+        2.0 * per_token_params_ * block_share_ * tokens * (recomputed / layers);
     // Attention: forward 4 h per (query, key) pair per layer, backward 2.5x forward in the
     // FlashAttention convention (§1.2, §2.1); cross-attention pairs = tokens x text tokens.
     const double pairs =
@@ -96,7 +95,7 @@ public:
   double selective_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     if (!c.recompute.selective) return 0.0;
     const double layers = static_cast<double>(model_.layers - c.recompute.layers);
-    const double bytes_per_token = 2.0 * static_cast<double>(saved_by_selective());
+    const double bytes_per_token = 2.0 * selective_saving_;
     return static_cast<double>(s.tokens) / static_cast<double>(c.degree) * layers *
            bytes_per_token / (constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth);
   }
@@ -162,7 +161,10 @@ public:
 
   /// Parameters, gradients and Adam state per GPU under the ZeRO stage over the world (§4.1),
   /// plus ZeRO-3's gather buffers (two blocks in flight).
-  double state_bytes() const noexcept {
+  double state_bytes() const noexcept { return states_; }
+
+private:
+  double compute_state_bytes() const noexcept {
     const double psi = static_cast<double>(model_.total_params());
     const double n = static_cast<double>(cluster_.gpus);
     switch (training_.zero_stage) {
@@ -173,6 +175,8 @@ public:
         return 16.0 * psi / n + 2.0 * 2.0 * static_cast<double>(model_.block_params());
     }
   }
+
+public:
 
   /// Bytes saved per token per layer by the activations of a block kept for backward, with
   /// FlashAttention (no s² term): attention 8h + 4h_kv, SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f,
@@ -194,9 +198,8 @@ public:
     const double n = std::ceil(static_cast<double>(s.tokens) / d);  // tokens held by one GPU
     const double h = static_cast<double>(model_.hidden);
     const double h_kv = static_cast<double>(model_.kv_hidden());
-    const double full = static_cast<double>(activation_bytes_per_token_layer());
-    const double kept = c.recompute.selective ? full - static_cast<double>(saved_by_selective())
-                                              : full;
+    const double full = activation_full_;
+    const double kept = c.recompute.selective ? full - selective_saving_ : full;
     const double recomputed = static_cast<double>(c.recompute.layers);
     const double stored_layers = static_cast<double>(model_.layers) - recomputed;
     // Kept activations, checkpointed inputs (2h per token) of recomputed layers, and one
@@ -221,9 +224,28 @@ public:
     return bytes;
   }
 
-  friend bool operator==(const analytic_cost_model&, const analytic_cost_model&) = default;
+  friend bool operator==(const analytic_cost_model& a, const analytic_cost_model& b) noexcept {
+    return a.model_ == b.model_ && a.cluster_ == b.cluster_ && a.training_ == b.training_ &&
+           a.constants_ == b.constants_;
+  }
 
 private:
+  // Quantities every call needs, computed once: the planner evaluates the model millions of
+  // times per second.
+  void derive() noexcept {
+    per_token_params_ = static_cast<double>(model_.per_token_params());
+    block_share_ = static_cast<double>(model_.layers * model_.block_params()) / per_token_params_;
+    activation_full_ = static_cast<double>(activation_bytes_per_token_layer());
+    selective_saving_ = static_cast<double>(saved_by_selective());
+    states_ = compute_state_bytes();
+  }
+
+  double per_token_params_ = 0;
+  double block_share_ = 0;
+  double activation_full_ = 0;
+  double selective_saving_ = 0;
+  double states_ = 0;
+
   model_spec model_;
   cluster_spec cluster_;
   training_spec training_;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -35,8 +36,12 @@ struct balanced_placement {
   int full_candidates = 3;
   /// Candidate targets ranked by the fluid estimate.
   int ranked_candidates = 32;
-  /// Compare with the best static layout and return it if it is faster.
+  /// Compare with the static layouts and return the best one if it is faster than ours.
   bool compare_static = true;
+  /// Report the best static layout's makespan even when it is slower than ours (an exact
+  /// search over every degree). Off by default: static layouts whose floor already exceeds our
+  /// makespan are then skipped, and the plan reports 0 when none could beat it.
+  bool exact_best_static = false;
 
   template <cost_model M, recompute_strategy<M> R>
   placement place(const placement_problem<M, R>& problem) const;
@@ -58,8 +63,14 @@ public:
     const auto targets = candidate_targets();
     // Rank every target by the fluid estimate, then schedule the best few in full.
     std::vector<std::pair<double, std::size_t>> ranked;
-    for (std::size_t t = 0; t < targets.size(); ++t)
-      ranked.emplace_back(fluid_estimate(allot(targets[t])), t);
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+      const auto choice = allot(targets[t]);
+      const auto [estimate, floor] = fluid_estimate(choice);
+      // A target whose node-crossing groups are not needed (the step lasts longer than their
+      // fastest in-node option anyway) cannot give a valid plan: skip it before scheduling.
+      if (t + 1 == targets.size() || !needless_crossing(choice, floor))
+        ranked.emplace_back(estimate, t);
+    }
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     // Schedule the best-ranked targets in full until `full_candidates` of them give valid
@@ -74,8 +85,8 @@ public:
     };
     int valid = 0;
     for (std::size_t n = 0; n < ranked.size() && valid < std::max(1, options_.full_candidates); ++n)
-      if (ranked[n].second + 1 != targets.size() && consider(targets[ranked[n].second])) ++valid;
-    if (!consider(targets.back()) || !best)
+      if (consider(targets[ranked[n].second])) ++valid;
+    if (!best && !consider(targets.back()))
       throw error("balanced_placement: internal error, the relaxed target gave no valid plan");
     best->policy = "balanced";
     return std::move(*best);
@@ -98,19 +109,24 @@ private:
     const auto relaxed = ctx_.evaluate(micro_batch_shape{}, 0).recompute;
     double total = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      single_[i] = ctx_.evaluate(ctx_.shape(i), 0);
+      single_[i] = ctx_.alone(i, 0);
       estimate_[i] = single_[i].feasible ? ctx_.packed_estimate(i, 0, single_[i]) : 0.0;
       total += single_[i].feasible ? estimate_[i] : 0.0;
     }
     const double threshold = options_.long_fraction * total / static_cast<double>(gpus_);
     for (std::size_t i = 0; i < n; ++i) {
       const auto& s = single_[i];
-      if (s.feasible && s.recompute == relaxed && estimate_[i] <= threshold) continue;
+      if (s.feasible && s.recompute == relaxed && estimate_[i] <= threshold) {
+        short_sum_ += estimate_[i];
+        short_max_ = std::max(short_max_, estimate_[i]);
+        short_sorted_.emplace_back(estimate_[i], i);
+        continue;
+      }
       is_long_[i] = true;
       long_item item{i, {}, std::numeric_limits<double>::infinity(), false};
       bool any = false;
       for (std::size_t k = 0; k < ctx_.degrees().size(); ++k) {
-        item.menu.push_back(k == 0 ? s : ctx_.evaluate(ctx_.shape(i), k));
+        item.menu.push_back(ctx_.alone(i, k));
         const auto& o = item.menu.back();
         if (!o.feasible) continue;
         any = true;
@@ -122,6 +138,7 @@ private:
       if (!any) ctx_.throw_does_not_fit(i);
       longs_.push_back(std::move(item));
     }
+    lpt_order(short_sorted_);
   }
 
   // Distinct option times of the long samples, thinned to at most ranked_candidates values,
@@ -182,7 +199,7 @@ private:
   };
 
   // Multi-GPU samples on aligned blocks, degree descending then longest first.
-  block_assignment place_blocks(const std::vector<std::size_t>& choice) const {
+  block_assignment place_blocks(const std::vector<std::size_t>& choice, bool with_short = true) const {
     block_assignment a;
     a.free.assign(gpus_, 0.0);
     std::vector<std::size_t> order;
@@ -210,27 +227,48 @@ private:
       for (std::int64_t r = best_start; r < best_start + d; ++r) a.free[static_cast<std::size_t>(r)] = end;
       a.multi.emplace_back(j, best_start);
     }
-    for (std::size_t i = 0; i < ctx_.size(); ++i)
-      if (!is_long_[i]) a.singles.emplace_back(estimate_[i], i);
+    if (with_short) {
+      // Merge the long single-GPU samples into the short ones, sorted once in classify().
+      lpt_order(a.singles);
+      std::vector<std::pair<double, std::size_t>> merged;
+      merged.reserve(a.singles.size() + short_sorted_.size());
+      std::merge(a.singles.begin(), a.singles.end(), short_sorted_.begin(), short_sorted_.end(),
+                 std::back_inserter(merged), [](const auto& x, const auto& y) {
+                   if (x.first != y.first) return x.first > y.first;
+                   return x.second < y.second;
+                 });
+      a.singles = std::move(merged);
+    }
     return a;
   }
 
-  double fluid_estimate(const std::vector<std::size_t>& choice) const {
-    const auto a = place_blocks(choice);
-    double sum = std::accumulate(a.free.begin(), a.free.end(), 0.0);
-    double longest_single = 0;
+  // (estimate, floor) of the makespan for an allotment: the floor is what no list schedule of
+  // these estimates can beat (the busiest block, or the average load); the estimate adds half
+  // the longest single-GPU item for the granularity of the fill.
+  std::pair<double, double> fluid_estimate(const std::vector<std::size_t>& choice) const {
+    const auto a = place_blocks(choice, false);
+    double sum = std::accumulate(a.free.begin(), a.free.end(), 0.0) + short_sum_;
+    double longest_single = short_max_;
     for (const auto& [e, i] : a.singles) {
       sum += e;
       longest_single = std::max(longest_single, e);
     }
     const double top = *std::max_element(a.free.begin(), a.free.end());
-    return std::max(top, sum / static_cast<double>(gpus_) + 0.5 * longest_single);
+    const double floor = std::max(top, sum / static_cast<double>(gpus_));
+    return {std::max(top, sum / static_cast<double>(gpus_) + 0.5 * longest_single), floor};
+  }
+
+  bool needless_crossing(const std::vector<std::size_t>& choice, double floor) const {
+    for (std::size_t j = 0; j < longs_.size(); ++j)
+      if (ctx_.crosses_nodes(choice[j]) && longs_[j].fits_intra && longs_[j].fastest_intra <= floor)
+        return true;
+    return false;
   }
 
   // Full schedule for one allotment: blocks, LPT of single-GPU samples, packing, local search.
   std::optional<placement> schedule(const std::vector<std::size_t>& choice, double) {
     const auto a = place_blocks(choice);
-    auto per_rank = lpt_assign(a.singles, a.free);
+    auto per_rank = lpt_assign_ordered(a.singles, a.free);
     std::vector<std::vector<packed_batch>> batches(gpus_);
     std::vector<double> end(gpus_);
     for (std::size_t r = 0; r < gpus_; ++r) {
@@ -323,6 +361,9 @@ private:
   std::vector<double> estimate_;
   std::vector<bool> is_long_;
   std::vector<long_item> longs_;
+  std::vector<std::pair<double, std::size_t>> short_sorted_;
+  double short_sum_ = 0;
+  double short_max_ = 0;
 };
 
 }  // namespace detail
@@ -333,7 +374,8 @@ placement balanced_placement::place(const placement_problem<M, R>& problem) cons
   if (ctx.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
   auto ours = detail::balanced_solver<detail::placement_context<M, R>>(ctx, *this).solve();
   if (!compare_static) return ours;
-  auto best_static = detail::best_static_layout(ctx);
+  auto best_static = detail::best_static_layout(
+      ctx, exact_best_static ? std::numeric_limits<double>::infinity() : ours.makespan_seconds);
   if (!best_static) return ours;
   ours.best_static_seconds = best_static->makespan_seconds;
   ours.best_static_degree = best_static->best_static_degree;

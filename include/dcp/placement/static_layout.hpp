@@ -3,6 +3,7 @@
 // balanced over the groups (longest processing time first) and packed to the memory budget.
 // The baseline every dynamic plan is compared with; `best_static_layout` searches the degree.
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -27,7 +28,7 @@ std::optional<placement> static_layout(const Context& ctx, std::size_t k) {
   std::vector<std::pair<double, std::size_t>> items;
   items.reserve(ctx.size());
   for (std::size_t i = 0; i < ctx.size(); ++i) {
-    const auto alone = ctx.evaluate(ctx.shape(i), k);
+    const auto& alone = ctx.alone(i, k);
     if (!alone.feasible) return std::nullopt;
     items.emplace_back(ctx.packed_estimate(i, k, alone), i);
   }
@@ -46,14 +47,35 @@ std::optional<placement> static_layout(const Context& ctx, std::size_t k) {
   return out;
 }
 
-/// The fastest static layout over every allowed degree, or nullopt if none is feasible.
+/// Whether the static layout at degree index k could beat `bound`: false as soon as a floor
+/// under it (work spread evenly over its groups, or its longest sample) reaches the bound, or
+/// when some sample cannot run at that degree. Samples come longest first, so hopeless degrees
+/// are rejected after a few of them.
 template <class Context>
-std::optional<placement> best_static_layout(const Context& ctx) {
+bool static_may_beat(const Context& ctx, std::size_t k, double bound) {
+  const auto groups = static_cast<double>(ctx.gpus() / ctx.degree(k));
+  double work = 0;
+  for (std::size_t i = 0; i < ctx.size(); ++i) {
+    const auto& alone = ctx.alone(i, k);
+    if (!alone.feasible || alone.seconds >= bound) return false;
+    work += std::max(alone.seconds - ctx.empty_seconds(k), 0.0);
+    if (work / groups >= bound) return false;
+  }
+  return true;
+}
+
+/// The fastest static layout over every allowed degree that is faster than `beat`, or nullopt
+/// if none is. A degree is laid out only if its floor is below the best layout found so far,
+/// which keeps the search exact.
+template <class Context>
+std::optional<placement> best_static_layout(
+    const Context& ctx, double beat = std::numeric_limits<double>::infinity()) {
   std::optional<placement> best;
   for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
+    const double bound = best ? best->makespan_seconds : beat;
+    if (!static_may_beat(ctx, k, bound)) continue;
     auto candidate = static_layout(ctx, k);
-    if (candidate && (!best || candidate->makespan_seconds < best->makespan_seconds))
-      best = std::move(candidate);
+    if (candidate && candidate->makespan_seconds < bound) best = std::move(candidate);
   }
   return best;
 }
@@ -73,7 +95,7 @@ struct static_placement {
     std::size_t k = 0;
     while (ctx.degree(k) != degree) ++k;
     for (std::size_t i = 0; i < ctx.size(); ++i)
-      if (!ctx.evaluate(ctx.shape(i), k).feasible) ctx.throw_does_not_fit(i);
+      if (!ctx.alone(i, k).feasible) ctx.throw_does_not_fit(i);
     return ctx.size() == 0 ? placement{{}, 0, 0, degree, "static"} : *detail::static_layout(ctx, k);
   }
   std::string_view name() const noexcept { return "static"; }
@@ -92,7 +114,7 @@ struct best_static_placement {
       for (std::size_t i = 0; i < ctx.size(); ++i) {
         bool fits = false;
         for (std::size_t k = 0; k < ctx.degrees().size() && !fits; ++k)
-          fits = ctx.evaluate(ctx.shape(i), k).feasible;
+          fits = ctx.alone(i, k).feasible;
         if (!fits) ctx.throw_does_not_fit(i);
       }
       throw sample_does_not_fit("best_static_placement: no single degree fits every sample; "

@@ -26,7 +26,7 @@ double lower_bound_seconds(const Context& ctx) {
   double work = 0;
   double critical = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const auto single = ctx.evaluate(ctx.shape(i), 0);
+    const auto& single = ctx.alone(i, 0);
     const bool relaxed_single = single.feasible && single.recompute == relaxed;
     if (relaxed_single && i >= always_menu) {
       work += std::max(single.seconds - ctx.empty_seconds(0), 0.0);
@@ -36,7 +36,7 @@ double lower_bound_seconds(const Context& ctx) {
     double cheapest = std::numeric_limits<double>::infinity();
     double fastest = std::numeric_limits<double>::infinity();
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
-      const auto o = k == 0 ? single : ctx.evaluate(ctx.shape(i), k);
+      const auto& o = ctx.alone(i, k);
       if (!o.feasible) continue;
       cheapest = std::min(cheapest, static_cast<double>(ctx.degree(k)) *
                                         std::max(o.seconds - ctx.empty_seconds(k), 0.0));

@@ -48,7 +48,9 @@ struct step_plan {
   double lower_bound_seconds = 0;     ///< no plan can finish the micro-steps sooner
   double memory_budget_bytes = 0;
   double gradient_sync_seconds = 0;   ///< predicted tail after the last micro-step
-  double best_static_seconds = 0;     ///< makespan of the best static layout (0: none feasible)
+  /// Makespan of the best static layout (one degree for every sample), when the placement
+  /// computed it; 0 when it proved every static layout slower without laying them all out.
+  double best_static_seconds = 0;
   std::int64_t best_static_degree = 0;
   std::string policy{};               ///< the placement that produced it
   std::uint64_t fingerprint = 0;

@@ -15,6 +15,10 @@ namespace dcp {
 inline void validate_batch(std::span<const sample> batch) {
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const auto& s = batch[i];
+    const bool video_ok = !s.video || (s.video->frames > 0 && s.video->height > 0 &&
+                                       s.video->width > 0 && s.video->tokens() == s.tokens);
+    const bool layout_ok = s.video || s.attention != attention_kind::factorised;
+    if (s.tokens > 0 && video_ok && layout_ok) continue;  // the common case builds no message
     const std::string who = "sample " + std::to_string(s.id) + " (index " + std::to_string(i) + ")";
     if (s.tokens <= 0)
       throw invalid_sample(who + ": tokens = " + std::to_string(s.tokens) + ", must be >= 1");

@@ -20,6 +20,7 @@ bool fits(const M& m, const micro_batch_shape& s, execution_config c, recompute_
 
 /// Never recompute: a micro-batch either fits with every activation kept or not at all.
 struct no_recompute {
+  static constexpr bool fit_decides = true;
   template <cost_model M>
   std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
@@ -32,6 +33,7 @@ struct no_recompute {
 
 /// Recompute every layer, always (the usual static long-context setting).
 struct full_recompute {
+  static constexpr bool fit_decides = true;
   template <cost_model M>
   std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
@@ -45,6 +47,7 @@ struct full_recompute {
 
 /// Selective recomputation (norms and MLP activation) on every layer, always.
 struct selective_recompute {
+  static constexpr bool fit_decides = true;
   template <cost_model M>
   std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
@@ -62,6 +65,7 @@ struct selective_recompute {
 /// Exact: binary search on k, valid because peak bytes never increase with k (cost_model
 /// requirement 5); O(log L) cost-model calls per micro-batch.
 struct pyramid_recompute {
+  static constexpr bool fit_decides = true;
   template <cost_model M>
   std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {

@@ -77,6 +77,37 @@ public:
     return {degrees_[k], sp_, r};
   }
 
+  /// evaluate() of sample i alone at degree index k, computed once per (sample, degree).
+  const option& alone(std::size_t i, std::size_t k) const {
+    if (alone_.empty()) alone_.resize(degrees_.size());
+    auto& column = alone_[k];
+    if (column.empty()) {
+      column.resize(shapes_.size());
+      known_.resize(degrees_.size());
+      known_[k].assign(shapes_.size(), false);
+    }
+    if (!known_[k][i]) {
+      column[i] = evaluate(shapes_[i], k);
+      known_[k][i] = true;
+    }
+    return column[i];
+  }
+
+  /// Whether the recompute strategy runs `shape` at degree index k with exactly `setting`.
+  /// The budget check comes first: it is one cost-model call and rejects most attempts.
+  bool runs_with(const micro_batch_shape& shape, std::size_t k, recompute_setting setting) const {
+    if (problem_.cost.peak_bytes(shape, config(k, setting)) > budget_) return false;
+    if constexpr (fit_decides_v<R>) return true;
+    const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
+    return chosen && *chosen == setting;
+  }
+
+  /// Time and bytes of `shape` at degree index k with a given setting.
+  option run(const micro_batch_shape& shape, std::size_t k, recompute_setting setting) const {
+    const auto c = config(k, setting);
+    return {true, setting, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c)};
+  }
+
   /// The recompute strategy's setting for this shape at degree index k, with its time and bytes.
   option evaluate(const micro_batch_shape& shape, std::size_t k) const {
     const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
@@ -121,6 +152,8 @@ private:
   std::vector<micro_batch_shape> shapes_;
   std::vector<double> empty_seconds_;
   std::vector<double> empty_bytes_;
+  mutable std::vector<std::vector<option>> alone_;
+  mutable std::vector<std::vector<bool>> known_;
 };
 
 /// A micro-batch being filled by the packer.
@@ -136,10 +169,11 @@ struct packed_batch {
 /// recomputation) and the union fits the budget.
 template <class Context>
 std::vector<packed_batch> pack(const Context& ctx, std::vector<std::size_t> items, std::size_t k) {
-  std::sort(items.begin(), items.end(), [&](std::size_t a, std::size_t b) {
+  const auto before = [&](std::size_t a, std::size_t b) {
     if (ctx.bucket(a) != ctx.bucket(b)) return ctx.bucket(a) > ctx.bucket(b);
     return a < b;
-  });
+  };
+  if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
   std::vector<packed_batch> batches;
   std::size_t bucket_begin = 0;  // first batch of the current bucket
   for (std::size_t n = 0; n < items.size(); ++n) {
@@ -149,20 +183,20 @@ std::vector<packed_batch> pack(const Context& ctx, std::vector<std::size_t> item
     for (std::size_t b = bucket_begin; b < batches.size() && !placed; ++b) {
       auto& batch = batches[b];
       const auto joined = batch.shape + ctx.shape(i);
-      const auto run = ctx.evaluate(joined, k);
-      if (run.feasible && run.recompute == batch.run.recompute) {
+      if (ctx.runs_with(joined, k, batch.run.recompute)) {
         batch.samples.push_back(i);
         batch.shape = joined;
-        batch.run = run;
         placed = true;
       }
     }
     if (!placed) {
-      const auto run = ctx.evaluate(ctx.shape(i), k);
+      const auto& run = ctx.alone(i, k);
       if (!run.feasible) ctx.throw_does_not_fit(i);
       batches.push_back({{i}, ctx.shape(i), run});
     }
   }
+  for (auto& batch : batches)
+    if (batch.samples.size() > 1) batch.run = ctx.run(batch.shape, k, batch.run.recompute);
   return batches;
 }
 

@@ -12,17 +12,26 @@
 
 namespace dcp::detail {
 
-/// Longest-processing-time-first: each item (with its estimate) goes to the least-loaded slot;
-/// ties go to the lower slot, items in the order given (estimate descending, then index).
-inline std::vector<std::vector<std::size_t>> lpt_assign(
-    std::vector<std::pair<double, std::size_t>> items, std::vector<double> loads) {
-  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+/// Orders items for longest-processing-time-first: estimate descending, then index.
+inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
+  const auto before = [](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first > b.first;
     return a.second < b.second;
-  });
+  };
+  // Items usually arrive longest first already (canonical order): check before sorting.
+  if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
+}
+
+/// Longest-processing-time-first over items already in lpt_order: each goes to the
+/// least-loaded slot, ties to the lower slot.
+inline std::vector<std::vector<std::size_t>> lpt_assign_ordered(
+    const std::vector<std::pair<double, std::size_t>>& items, const std::vector<double>& loads) {
   using slot = std::pair<double, std::size_t>;
-  std::priority_queue<slot, std::vector<slot>, std::greater<>> heap;
-  for (std::size_t g = 0; g < loads.size(); ++g) heap.emplace(loads[g], g);
+  std::vector<slot> heap_storage;
+  heap_storage.reserve(loads.size());
+  for (std::size_t g = 0; g < loads.size(); ++g) heap_storage.emplace_back(loads[g], g);
+  std::priority_queue<slot, std::vector<slot>, std::greater<>> heap(std::greater<>{},
+                                                                    std::move(heap_storage));
   std::vector<std::vector<std::size_t>> assigned(loads.size());
   for (const auto& [estimate, item] : items) {
     auto [load, g] = heap.top();
@@ -31,6 +40,12 @@ inline std::vector<std::vector<std::size_t>> lpt_assign(
     heap.emplace(load + estimate, g);
   }
   return assigned;
+}
+
+inline std::vector<std::vector<std::size_t>> lpt_assign(
+    std::vector<std::pair<double, std::size_t>> items, const std::vector<double>& loads) {
+  lpt_order(items);
+  return lpt_assign_ordered(items, loads);
 }
 
 /// Appends the packed batches of one group (ranks [first, first + degree)) to `out`, starting
