@@ -136,3 +136,26 @@ TEST_CASE("Cost.Analytic.logits_dominate_long_sequences_unless_chunked") {
   CHECK(plain.peak_bytes(s, at(1)) - fused.peak_bytes(s, at(1)) ==
         doctest::Approx(6.0 * 128256.0 * (65536.0 - 8192.0)).epsilon(1e-9));
 }
+
+TEST_CASE("Cost.Analytic.marginal_time_is_a_floor_for_packing") {
+  // cost_model requirement 5: seconds(a + b) >= seconds(a) + marginal(b), for both
+  // sequence-parallel styles (ring transfers hidden by other sequences' attention included).
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+    training_spec t;
+    t.sp = sp;
+    const analytic_cost_model m(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()), t);
+    for (std::int64_t d : {1, 2, 8, 16}) {
+      for (std::int64_t a : {100, 3000, 40000}) {
+        for (std::int64_t b : {50, 5000, 60000}) {
+          for (auto r : {recompute_setting::none(), recompute_setting::partial(7)}) {
+            const execution_config c{d, sp, r};
+            const auto sa = micro_batch_shape::of(text_sample(0, a));
+            const auto sb = micro_batch_shape::of(text_sample(1, b));
+            CHECK(m.seconds(sa + sb, c) >= m.seconds(sa, c) + m.marginal_seconds(sb, c) - 1e-12);
+            CHECK(m.marginal_seconds(sb, c) >= 0.0);
+          }
+        }
+      }
+    }
+  }
+}

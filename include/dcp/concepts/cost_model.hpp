@@ -22,10 +22,11 @@ namespace dcp {
 ///  4. `m.model()`, `m.cluster()`, `m.training()` give the specs it was built for.
 ///  5. Semantics: pure and deterministic; `peak_bytes` never decreases when samples are added
 ///     and never increases when more layers are recomputed; `seconds` never decreases when
-///     samples are added, and packing is never cheaper than the parts:
-///     seconds(a + b) >= seconds(a) + seconds(b) - seconds({}) (the lower bound relies on it);
-///     for a fixed recompute setting, degree * (seconds(s) - seconds({})) does not decrease
-///     with the degree (parallelism is never super-linear).
+///     samples are added. The marginal time of b — `m.marginal_seconds(b, c)` if the model has
+///     that optional member, else seconds(b) - seconds({}) — is a floor on what b adds to any
+///     micro-batch: seconds(a + b) >= seconds(a) + marginal(b) (the lower bound relies on it);
+///     for a fixed recompute setting, degree * marginal does not decrease with the degree
+///     (parallelism is never super-linear).
 /// Models: analytic_cost_model.
 template <class M>
 concept cost_model =

@@ -125,6 +125,37 @@ public:
                           remote_share / cluster_.nic_bandwidth;
       return passes * (per_layer_bytes * beta + 4.0 * alpha);
     }
+    return ring_exposed_seconds(s, c) + ring_latency_seconds(c);
+  }
+
+  /// A floor on the time `s` adds to any micro-batch with config `c` (the optional cost_model
+  /// member the lower bound uses): its compute, and for Ulysses its all-to-all bytes; fixed
+  /// costs and ring transfers (which other sequences' attention can hide) are left out.
+  double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    double t = compute_seconds(s, c);
+    if (c.degree > 1 && c.sp == sequence_parallel::ulysses)
+      t += communication_seconds(s, c) - communication_seconds(micro_batch_shape{}, c);
+    return t;
+  }
+
+private:
+  double ring_latency_seconds(const execution_config& c) const noexcept {
+    const double d = static_cast<double>(c.degree);
+    const double layers = static_cast<double>(model_.layers);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    const bool crosses_nodes = c.degree > cluster_.gpus_per_node;
+    const double alpha = crosses_nodes ? cluster_.inter_node_latency : cluster_.intra_node_latency;
+    return (d - 1.0) * (3.0 * layers + recomputed) * alpha;
+  }
+
+  double ring_exposed_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const double d = static_cast<double>(c.degree);
+    const double layers = static_cast<double>(model_.layers);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    const double per_gpu_tokens = static_cast<double>(s.tokens) / d;
+    const double h = static_cast<double>(model_.hidden);
+    const double h_kv = static_cast<double>(model_.kv_hidden());
+    const bool crosses_nodes = c.degree > cluster_.gpus_per_node;
     // Ring: (d-1) steps passing K and V chunks forward, twice that backward (§3.3), overlapped
     // with the attention compute of the same pass; the exposed part and the per-step latency
     // remain.
@@ -135,8 +166,10 @@ public:
     const double pairs = s.attention_pairs;
     const double overlap = 4.0 * h * pairs * (3.5 * layers) /
                            (constants_.attention_backward_efficiency * cluster_.gpu.peak_flops * d);
-    return std::max(0.0, transfer - overlap) + (d - 1.0) * (3.0 * layers + recomputed) * alpha;
+    return std::max(0.0, transfer - overlap);
   }
+
+public:
 
   /// Gradient synchronisation at the end of the step: all-reduce (ZeRO 0-2) or reduce-scatter +
   /// all-gather, plus parameter all-gathers for ZeRO-3, over the whole world (§3.7). Not

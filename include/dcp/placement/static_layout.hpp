@@ -58,7 +58,7 @@ bool static_may_beat(const Context& ctx, std::size_t k, double bound) {
   for (std::size_t i = 0; i < ctx.size(); ++i) {
     const auto& alone = ctx.alone(i, k);
     if (!alone.feasible || alone.seconds >= bound) return false;
-    work += std::max(alone.seconds - ctx.empty_seconds(k), 0.0);
+    work += ctx.marginal_seconds(i, alone, k);
     if (work / groups >= bound) return false;
   }
   return true;

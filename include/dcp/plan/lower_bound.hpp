@@ -5,7 +5,8 @@
 // per-micro-step costs excluded, since packing shares them), and the longest sample at its
 // fastest config. Valid for every plan under cost_model requirement 5 (superadditive packing,
 // no super-linear parallelism); memory-forced recomputation is in T_i because each option uses
-// the recompute strategy's setting for that sample alone.
+// the recompute strategy's setting for that sample alone. The per-sample work is the cost
+// model's marginal time (what the sample adds to any micro-batch it joins).
 
 #include <algorithm>
 #include <cstdint>
@@ -29,7 +30,7 @@ double lower_bound_seconds(const Context& ctx) {
     const auto& single = ctx.alone(i, 0);
     const bool relaxed_single = single.feasible && single.recompute == relaxed;
     if (relaxed_single && i >= always_menu) {
-      work += std::max(single.seconds - ctx.empty_seconds(0), 0.0);
+      work += ctx.marginal_seconds(i, single, 0);
       critical = std::max(critical, 0.0);
       continue;
     }
@@ -38,8 +39,7 @@ double lower_bound_seconds(const Context& ctx) {
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
       const auto& o = ctx.alone(i, k);
       if (!o.feasible) continue;
-      cheapest = std::min(cheapest, static_cast<double>(ctx.degree(k)) *
-                                        std::max(o.seconds - ctx.empty_seconds(k), 0.0));
+      cheapest = std::min(cheapest, static_cast<double>(ctx.degree(k)) * ctx.marginal_seconds(i, o, k));
       fastest = std::min(fastest, o.seconds);
     }
     if (fastest == std::numeric_limits<double>::infinity()) ctx.throw_does_not_fit(i);

@@ -73,6 +73,21 @@ public:
   sequence_parallel sp() const noexcept { return sp_; }
   double empty_seconds(std::size_t k) const noexcept { return empty_seconds_[k]; }
 
+  /// A floor on the time sample i, run as option `o` at degree index k, adds to any
+  /// micro-batch: the cost model's `marginal_seconds` when it has one, otherwise its seconds
+  /// minus those of an empty micro-batch with the same setting (cost_model requirement 5).
+  double marginal_seconds(std::size_t i, const option& o, std::size_t k) const {
+    const auto c = config(k, o.recompute);
+    if constexpr (requires { problem_.cost.marginal_seconds(shapes_[i], c); }) {
+      return problem_.cost.marginal_seconds(shapes_[i], c);
+    } else {
+      const double empty = o.recompute.is_none()
+                               ? empty_seconds_[k]
+                               : problem_.cost.seconds(micro_batch_shape{}, c);
+      return std::max(o.seconds - empty, 0.0);
+    }
+  }
+
   execution_config config(std::size_t k, recompute_setting r = {}) const noexcept {
     return {degrees_[k], sp_, r};
   }
