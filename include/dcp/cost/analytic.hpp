@@ -133,9 +133,12 @@ public:
   /// costs and ring transfers (which other sequences' attention can hide) are left out.
   double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     double t = compute_seconds(s, c);
-    if (c.degree > 1 && c.sp == sequence_parallel::ulysses)
-      t += communication_seconds(s, c) - communication_seconds(micro_batch_shape{}, c);
-    return t;
+    if (c.degree <= 1) return t;
+    if (c.sp == sequence_parallel::ulysses)
+      return t + communication_seconds(s, c) - communication_seconds(micro_batch_shape{}, c);
+    // Ring: s's attention can hide up to its own overlap capacity of another sequence's ring
+    // transfers, so it adds at least its compute minus that capacity.
+    return std::max(0.0, t - ring_overlap_seconds(s, c));
   }
 
 private:
@@ -153,7 +156,6 @@ private:
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
     const double per_gpu_tokens = static_cast<double>(s.tokens) / d;
-    const double h = static_cast<double>(model_.hidden);
     const double h_kv = static_cast<double>(model_.kv_hidden());
     const bool crosses_nodes = c.degree > cluster_.gpus_per_node;
     // Ring: (d-1) steps passing K and V chunks forward, twice that backward (§3.3), overlapped
@@ -163,10 +165,16 @@ private:
     const double forward_bytes = (d - 1.0) * per_gpu_tokens * 2.0 * h_kv * 2.0;
     const double total_bytes = forward_bytes * (3.0 * layers + recomputed);
     const double transfer = total_bytes / bandwidth;
-    const double pairs = s.attention_pairs;
-    const double overlap = 4.0 * h * pairs * (3.5 * layers) /
-                           (constants_.attention_backward_efficiency * cluster_.gpu.peak_flops * d);
-    return std::max(0.0, transfer - overlap);
+    return std::max(0.0, transfer - ring_overlap_seconds(s, c));
+  }
+
+  /// Attention compute of a pass that ring transfers can hide behind (§3.3).
+  double ring_overlap_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const double h = static_cast<double>(model_.hidden);
+    const double layers = static_cast<double>(model_.layers);
+    return 4.0 * h * s.attention_pairs * (3.5 * layers) /
+           (constants_.attention_backward_efficiency * cluster_.gpu.peak_flops *
+            static_cast<double>(c.degree));
   }
 
 public:
