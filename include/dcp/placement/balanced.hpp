@@ -63,8 +63,11 @@ public:
     const auto targets = candidate_targets();
     // Rank every target by the fluid estimate, then schedule the best few in full.
     std::vector<std::pair<double, std::size_t>> ranked;
+    std::vector<std::vector<std::size_t>> seen;  // distinct allotments only
     for (std::size_t t = 0; t < targets.size(); ++t) {
       const auto choice = allot(targets[t]);
+      if (std::find(seen.begin(), seen.end(), choice) != seen.end()) continue;
+      seen.push_back(choice);
       const auto [estimate, floor] = fluid_estimate(choice);
       // A target whose node-crossing groups are not needed (the step lasts longer than their
       // fastest in-node option anyway) cannot give a valid plan: skip it before scheduling.
@@ -141,9 +144,17 @@ private:
     lpt_order(short_sorted_);
   }
 
-  // Distinct option times of the long samples, thinned to at most ranked_candidates values,
-  // plus infinity (every sample at its cheapest degree).
+  // Targets worth trying: the samples' own option times (thinned evenly by rank), a geometric
+  // grid from the slowest "fastest option" of a long sample (no lower target can be met by
+  // all) to the largest option time, and infinity (every sample at its cheapest degree).
   std::vector<double> candidate_targets() const {
+    double floor = 0;
+    for (const auto& item : longs_) {
+      double fastest = std::numeric_limits<double>::infinity();
+      for (const auto& o : item.menu)
+        if (o.feasible) fastest = std::min(fastest, o.seconds);
+      floor = std::max(floor, fastest);
+    }
     std::vector<double> values;
     for (const auto& item : longs_)
       for (const auto& o : item.menu)
@@ -158,6 +169,12 @@ private:
       for (std::size_t j = 0; j < limit; ++j)
         targets.push_back(values[j * (values.size() - 1) / (limit - 1)]);
     }
+    if (!values.empty() && values.back() > floor && floor > 0) {
+      const double ratio = values.back() / floor;
+      for (int j = 0; j <= 16; ++j) targets.push_back(floor * std::pow(ratio, j / 16.0));
+    }
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
     targets.push_back(std::numeric_limits<double>::infinity());
     return targets;
   }

@@ -108,14 +108,21 @@ public:
     return column[i];
   }
 
-  /// Whether the recompute strategy runs `shape` at degree index k with exactly `setting`.
-  /// The budget check comes first: it is one cost-model call and rejects most attempts.
-  bool runs_with(const micro_batch_shape& shape, std::size_t k, recompute_setting setting) const {
-    if (problem_.cost.peak_bytes(shape, config(k, setting)) > budget_) return false;
-    if constexpr (fit_decides_v<R>) return true;
-    const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
-    return chosen && *chosen == setting;
+  /// Peak bytes of `shape` at degree index k if the recompute strategy runs it with exactly
+  /// `setting` and it fits the budget; nullopt otherwise. The budget check comes first: it is
+  /// one cost-model call and rejects most attempts.
+  std::optional<double> runs_with(const micro_batch_shape& shape, std::size_t k,
+                                  recompute_setting setting) const {
+    const double bytes = problem_.cost.peak_bytes(shape, config(k, setting));
+    if (bytes > budget_) return std::nullopt;
+    if constexpr (!fit_decides_v<R>) {
+      const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
+      if (!chosen || *chosen != setting) return std::nullopt;
+    }
+    return bytes;
   }
+
+  double empty_bytes(std::size_t k) const noexcept { return empty_bytes_[k]; }
 
   /// Time and bytes of `shape` at degree index k with a given setting.
   option run(const micro_batch_shape& shape, std::size_t k, recompute_setting setting) const {
@@ -189,25 +196,42 @@ std::vector<packed_batch> pack(const Context& ctx, std::vector<std::size_t> item
     return a < b;
   };
   if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
+  // A micro-batch whose free bytes are below what the smallest sample needs is closed and no
+  // longer scanned, which keeps first fit near-linear when a group holds thousands of samples.
+  double smallest_need = std::numeric_limits<double>::infinity();
+  for (auto i : items) {
+    const auto& alone = ctx.alone(i, k);
+    if (alone.feasible) smallest_need = std::min(smallest_need, alone.peak_bytes - ctx.empty_bytes(k));
+  }
   std::vector<packed_batch> batches;
-  std::size_t bucket_begin = 0;  // first batch of the current bucket
+  std::vector<double> free_bytes;
+  std::vector<std::size_t> open;  // indices of batches still worth scanning, in creation order
+  std::size_t bucket_begin = 0;   // first entry of `open` for the current bucket
   for (std::size_t n = 0; n < items.size(); ++n) {
     const std::size_t i = items[n];
-    if (n > 0 && ctx.bucket(i) != ctx.bucket(items[n - 1])) bucket_begin = batches.size();
+    if (n > 0 && ctx.bucket(i) != ctx.bucket(items[n - 1])) bucket_begin = open.size();
     bool placed = false;
-    for (std::size_t b = bucket_begin; b < batches.size() && !placed; ++b) {
-      auto& batch = batches[b];
+    const auto& alone = ctx.alone(i, k);
+    // What the sample needs on its own, less a little for rounding: bins with less free room are
+    // skipped without asking the cost model (memory is close to additive in samples).
+    const double need = 0.999 * (alone.peak_bytes - ctx.empty_bytes(k));
+    for (std::size_t o = bucket_begin; o < open.size() && !placed; ++o) {
+      if (free_bytes[open[o]] < need) continue;
+      auto& batch = batches[open[o]];
       const auto joined = batch.shape + ctx.shape(i);
-      if (ctx.runs_with(joined, k, batch.run.recompute)) {
+      if (const auto bytes = ctx.runs_with(joined, k, batch.run.recompute)) {
         batch.samples.push_back(i);
         batch.shape = joined;
+        free_bytes[open[o]] = ctx.budget() - *bytes;
+        if (free_bytes[open[o]] < smallest_need) open.erase(open.begin() + static_cast<std::ptrdiff_t>(o));
         placed = true;
       }
     }
     if (!placed) {
-      const auto& run = ctx.alone(i, k);
-      if (!run.feasible) ctx.throw_does_not_fit(i);
-      batches.push_back({{i}, ctx.shape(i), run});
+      if (!alone.feasible) ctx.throw_does_not_fit(i);
+      batches.push_back({{i}, ctx.shape(i), alone});
+      free_bytes.push_back(ctx.budget() - alone.peak_bytes);
+      if (free_bytes.back() >= smallest_need) open.push_back(batches.size() - 1);
     }
   }
   for (auto& batch : batches)

@@ -1,0 +1,117 @@
+// Planner speed and plan quality.
+//
+//   BM_Plan<gpus>/<samples>      planning time of DataCentricScheduler<> (Llama-3-8B, H200,
+//                                Wikipedia-profile lengths, 64K context), complexity fitted over
+//                                the sample count; counter gap = makespan / lower bound - 1.
+//   BM_Quality/Wikipedia1M       200 batches of ~1M tokens on 4x8 H200: mean and p95 gap to the
+//                                bound, and best static / ours (exact static search), all from
+//                                the analytic cost model.
+//
+// ./build/bench/dcp_bench_planner_bench --benchmark_filter=BM_Plan
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "dcp/dcp.hpp"
+#include "dcp/workload/batch.hpp"
+#include "dcp/workload/empirical_profile.hpp"
+
+namespace {
+
+using namespace dcp;
+
+std::vector<sample> wikipedia_samples(std::size_t count, std::uint64_t seed) {
+  auto drawn = workload::draw_samples(workload::wikipedia(), static_cast<std::int64_t>(count), seed);
+  auto split = workload::split_to_context(drawn, 65536).samples;
+  split.resize(std::min(split.size(), count));
+  return split;
+}
+
+template <std::int64_t Gpus>
+void BM_Plan(benchmark::State& state) {
+  const auto count = static_cast<std::size_t>(state.range(0));
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(Gpus / 8, gpus::h200_sxm()));
+  const DataCentricScheduler<> scheduler(cost);
+  const auto batch = wikipedia_samples(count, 42);
+  double gap = 0;
+  for (auto _ : state) {
+    const auto plan = scheduler.plan(batch);
+    gap = plan.gap();
+    benchmark::DoNotOptimize(plan.fingerprint);
+  }
+  state.SetComplexityN(static_cast<std::int64_t>(count));
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(count));
+  state.counters["gap"] = gap;
+}
+BENCHMARK(BM_Plan<32>)
+    ->ArgsProduct({{1000, 2000, 4000, 8000, 16000, 32000}})
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity();
+BENCHMARK(BM_Plan<1024>)
+    ->ArgsProduct({{1000, 2000, 4000, 8000, 16000, 32000}})
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity();
+
+/// Batches of about `tokens` tokens: documents drawn with replacement from the real Wikipedia
+/// lengths when ../shared/data is present, else from the embedded profile derived from them;
+/// split into 64K chunks.
+std::vector<sample> wikipedia_batch(std::uint64_t seed, std::int64_t tokens, bool& real) {
+  static const std::vector<std::int64_t> lengths = [] {
+    std::vector<std::int64_t> out;
+    std::ifstream in(std::string(DCP_SHARED_DATA_DIR) + "/wikipedia-lengths.txt");
+    for (std::int64_t v = 0; in >> v;) out.push_back(v);
+    return out;
+  }();
+  real = !lengths.empty();
+  std::vector<sample> documents;
+  if (real) {
+    workload::rng random(seed);
+    std::int64_t total = 0;
+    for (std::uint64_t id = 0; total < tokens; ++id) {
+      const auto pick = random() % lengths.size();
+      documents.push_back(text_sample(id, lengths[pick]));
+      total += lengths[pick];
+    }
+  } else {
+    documents = workload::draw_batch(workload::wikipedia(), tokens, seed);
+  }
+  return workload::split_to_context(documents, 65536).samples;
+}
+
+void BM_Quality(benchmark::State& state) {
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
+  balanced_placement exact;
+  exact.exact_best_static = true;
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement>
+      scheduler(cost, {}, {}, exact);
+  constexpr int batches = 200;
+  std::vector<double> gaps, ratios;
+  bool real = false;
+  for (auto _ : state) {
+    gaps.clear();
+    ratios.clear();
+    for (std::uint64_t seed = 1; seed <= batches; ++seed) {
+      const auto plan = scheduler.plan(wikipedia_batch(seed, 1'000'000, real));
+      gaps.push_back(plan.gap());
+      ratios.push_back(plan.best_static_seconds / plan.makespan_seconds);
+    }
+  }
+  std::sort(gaps.begin(), gaps.end());
+  double mean_gap = 0, mean_ratio = 0;
+  for (double g : gaps) mean_gap += g / batches;
+  for (double r : ratios) mean_ratio += r / batches;
+  state.counters["gap_mean"] = mean_gap;
+  state.counters["gap_p95"] = gaps[static_cast<std::size_t>(0.95 * (batches - 1))];
+  state.counters["gap_max"] = gaps.back();
+  state.counters["static_over_ours_mean"] = mean_ratio;
+  state.counters["static_over_ours_min"] = *std::min_element(ratios.begin(), ratios.end());
+  state.SetLabel(real ? "real Wikipedia lengths" : "embedded Wikipedia profile");
+}
+BENCHMARK(BM_Quality)->Name("BM_Quality/Wikipedia1M")->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
