@@ -7,7 +7,7 @@
 //                                bound, and best static / ours (exact static search), all from
 //                                the analytic cost model.
 //
-// ./build/bench/dcp_bench_planner_bench --benchmark_filter=BM_Plan
+// ./build/bench/dcp_bench_planner --benchmark_filter=BM_Plan
 
 #include <benchmark/benchmark.h>
 

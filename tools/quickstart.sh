@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Quick start on Debian/Ubuntu: install what is missing, build dcp in build/ (Release) and print
+# the plan dcp-plan makes for its built-in default workload.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ librange-v3-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" 2>/dev/null | grep '^Status: install ok installed' >/dev/null ||
+    missing+=("$package")
+done
+if ((${#missing[@]})); then
+  sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  echo "Installing ${missing[*]}"
+  "${sudo[@]}" apt-get update || echo "apt-get update failed; trying the current package lists"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$(nproc)"
+./build/tools/dcp-plan
