@@ -52,8 +52,10 @@ public:
     validate_batch(batch);
     const auto samples = canonical_order(batch);
     const auto labels = bucketing_.assign(samples);
-    const placement_problem<Cost, Recompute> problem{samples, labels, cost_, recompute_};
-    auto placed = placement_.place(problem);
+    placement_problem<Cost, Recompute> problem{samples, labels, cost_, recompute_};
+    const detail::placement_context<Cost, Recompute> options(problem);
+    problem.options = &options;
+    auto placed = placement_.place(std::as_const(problem));
 
     step_plan out;
     out.gpus = cost_.cluster().gpus;
@@ -67,8 +69,7 @@ public:
       return out;
     }
     out.gradient_sync_seconds = gradient_sync(cost_);
-    const detail::placement_context<Cost, Recompute> ctx(problem);
-    out.lower_bound_seconds = detail::lower_bound_seconds(ctx);
+    out.lower_bound_seconds = detail::lower_bound_seconds(options);
 
     // Sequence numbers follow predicted start times (then first rank), so each rank's own
     // micro-steps are numbered in the order it runs them.

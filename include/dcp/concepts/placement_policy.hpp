@@ -14,6 +14,11 @@
 
 namespace dcp {
 
+namespace detail {
+template <cost_model M, recompute_strategy<M> R>
+class placement_context;
+}  // namespace detail
+
 /// What a placement policy is given: the batch in canonical order (tokens descending, then id),
 /// a bucket label per sample, the cost model and the recompute strategy.
 template <cost_model M, recompute_strategy<M> R>
@@ -22,6 +27,9 @@ struct placement_problem {
   std::span<const std::int32_t> buckets;
   const M& cost;
   const R& recompute;
+  /// The scheduler's cache of per-sample options, shared with the lower bound so nothing is
+  /// evaluated twice; a placement may use it (the shipped ones do) or ignore it.
+  const detail::placement_context<M, R>* options = nullptr;
 };
 
 /// One micro-step as a placement returns it; the scheduler numbers them, maps sample indices to

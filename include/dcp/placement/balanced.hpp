@@ -33,7 +33,7 @@ struct balanced_placement {
   /// the average per-GPU load, or when memory forces recomputation or a higher degree.
   double long_fraction = 0.25;
   /// Target makespans tried in full (after a fluid estimate ranks all candidates).
-  int full_candidates = 3;
+  int full_candidates = 2;
   /// Candidate targets ranked by the fluid estimate.
   int ranked_candidates = 32;
   /// Compare with the static layouts and return the best one if it is faster than ours.
@@ -387,21 +387,22 @@ private:
 
 template <cost_model M, recompute_strategy<M> R>
 placement balanced_placement::place(const placement_problem<M, R>& problem) const {
-  const detail::placement_context<M, R> ctx(problem);
-  if (ctx.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
-  auto ours = detail::balanced_solver<detail::placement_context<M, R>>(ctx, *this).solve();
-  if (!compare_static) return ours;
-  auto best_static = detail::best_static_layout(
-      ctx, exact_best_static ? std::numeric_limits<double>::infinity() : ours.makespan_seconds);
-  if (!best_static) return ours;
-  ours.best_static_seconds = best_static->makespan_seconds;
-  ours.best_static_degree = best_static->best_static_degree;
-  if (best_static->makespan_seconds < ours.makespan_seconds) {
-    best_static->policy = "balanced (static degree " +
-                          std::to_string(best_static->best_static_degree) + " was faster)";
-    return std::move(*best_static);
-  }
-  return ours;
+  return detail::with_context(problem, [&](const detail::placement_context<M, R>& ctx) {
+    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
+    auto ours = detail::balanced_solver<detail::placement_context<M, R>>(ctx, *this).solve();
+    if (!compare_static) return ours;
+    auto best_static = detail::best_static_layout(
+        ctx, exact_best_static ? std::numeric_limits<double>::infinity() : ours.makespan_seconds);
+    if (!best_static) return ours;
+    ours.best_static_seconds = best_static->makespan_seconds;
+    ours.best_static_degree = best_static->best_static_degree;
+    if (best_static->makespan_seconds < ours.makespan_seconds) {
+      best_static->policy = "balanced (static degree " +
+                            std::to_string(best_static->best_static_degree) + " was faster)";
+      return std::move(*best_static);
+    }
+    return ours;
+  });
 }
 
 }  // namespace dcp

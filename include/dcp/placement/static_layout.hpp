@@ -91,12 +91,14 @@ struct static_placement {
   placement place(const placement_problem<M, R>& problem) const {
     validate(execution_config{degree, problem.cost.training().sp, {}}, problem.cost.model(),
              problem.cost.cluster());
-    const detail::placement_context<M, R> ctx(problem);
-    std::size_t k = 0;
-    while (ctx.degree(k) != degree) ++k;
-    for (std::size_t i = 0; i < ctx.size(); ++i)
-      if (!ctx.alone(i, k).feasible) ctx.throw_does_not_fit(i);
-    return ctx.size() == 0 ? placement{{}, 0, 0, degree, "static"} : *detail::static_layout(ctx, k);
+    return detail::with_context(problem, [&](const detail::placement_context<M, R>& ctx) {
+      std::size_t k = 0;
+      while (ctx.degree(k) != degree) ++k;
+      for (std::size_t i = 0; i < ctx.size(); ++i)
+        if (!ctx.alone(i, k).feasible) ctx.throw_does_not_fit(i);
+      return ctx.size() == 0 ? placement{{}, 0, 0, degree, "static"}
+                             : *detail::static_layout(ctx, k);
+    });
   }
   std::string_view name() const noexcept { return "static"; }
   friend constexpr bool operator==(static_placement, static_placement) = default;
@@ -106,7 +108,14 @@ struct static_placement {
 struct best_static_placement {
   template <cost_model M, recompute_strategy<M> R>
   placement place(const placement_problem<M, R>& problem) const {
-    const detail::placement_context<M, R> ctx(problem);
+    return detail::with_context(problem, [&](const detail::placement_context<M, R>& ctx) {
+      return place_with(ctx, problem);
+    });
+  }
+
+private:
+  template <class Context, class Problem>
+  static placement place_with(const Context& ctx, const Problem& problem) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "best-static"};
     auto best = detail::best_static_layout(ctx);
     if (!best) {
@@ -123,6 +132,8 @@ struct best_static_placement {
     }
     return std::move(*best);
   }
+
+public:
   std::string_view name() const noexcept { return "best-static"; }
   friend constexpr bool operator==(best_static_placement, best_static_placement) = default;
 };

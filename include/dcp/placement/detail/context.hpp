@@ -178,6 +178,14 @@ private:
   mutable std::vector<std::vector<bool>> known_;
 };
 
+/// Calls f with the problem's shared option cache, or with a fresh one when it has none.
+template <class M, class R, class F>
+decltype(auto) with_context(const placement_problem<M, R>& problem, F&& f) {
+  if (problem.options) return f(*problem.options);
+  const placement_context<M, R> own(problem);
+  return f(own);
+}
+
 /// A micro-batch being filled by the packer.
 struct packed_batch {
   std::vector<std::size_t> samples{};
