@@ -15,6 +15,7 @@
 #include "dcp/error.hpp"
 #include "dcp/placement/balanced.hpp"
 #include "dcp/placement/static_layout.hpp"
+#include "dcp/plan/json.hpp"
 #include "dcp/plan/lower_bound.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
