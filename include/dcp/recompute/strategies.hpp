@@ -16,6 +16,14 @@ bool fits(const M& m, const micro_batch_shape& s, execution_config c, recompute_
   c.recompute = r;
   return m.peak_bytes(s, c) <= m.memory_budget();
 }
+
+/// `r` if the micro-batch fits with it, else nullopt: the whole of a fixed-setting strategy.
+template <cost_model M>
+std::optional<recompute_setting> if_fits(const M& m, const micro_batch_shape& s,
+                                         const execution_config& c, recompute_setting r) {
+  if (fits(m, s, c, r)) return r;
+  return std::nullopt;
+}
 }  // namespace detail
 
 /// Never recompute: a micro-batch either fits with every activation kept or not at all.
@@ -24,8 +32,7 @@ struct no_recompute {
   template <cost_model M>
   std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
-    if (detail::fits(m, s, c, recompute_setting::none())) return recompute_setting::none();
-    return std::nullopt;
+    return detail::if_fits(m, s, c, recompute_setting::none());
   }
   constexpr std::string_view name() const noexcept { return "none"; }
   friend constexpr bool operator==(no_recompute, no_recompute) noexcept { return true; }
@@ -37,9 +44,7 @@ struct full_recompute {
   template <cost_model M>
   std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
-    const auto r = recompute_setting::full(m.model().layers);
-    if (detail::fits(m, s, c, r)) return r;
-    return std::nullopt;
+    return detail::if_fits(m, s, c, recompute_setting::full(m.model().layers));
   }
   constexpr std::string_view name() const noexcept { return "full"; }
   friend constexpr bool operator==(full_recompute, full_recompute) noexcept { return true; }
@@ -51,9 +56,7 @@ struct selective_recompute {
   template <cost_model M>
   std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
-    const auto r = recompute_setting::selective_only();
-    if (detail::fits(m, s, c, r)) return r;
-    return std::nullopt;
+    return detail::if_fits(m, s, c, recompute_setting::selective_only());
   }
   constexpr std::string_view name() const noexcept { return "selective"; }
   friend constexpr bool operator==(selective_recompute, selective_recompute) noexcept {
