@@ -16,6 +16,7 @@
 #include "dcp/placement/balanced.hpp"
 #include "dcp/placement/static_layout.hpp"
 #include "dcp/plan/json.hpp"
+#include "dcp/plan/json_reader.hpp"
 #include "dcp/plan/lower_bound.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
