@@ -6,25 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "dcp/dcp.hpp"
 
 using namespace dcp;
 
 namespace {
 
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const dcp::error& e) {
-    return e.what();
-  }
-  return "(no dcp::error thrown)";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using dcp::testing::contains;
+using dcp::testing::message_of;
 
 const analytic_cost_model& llama8b_on_8_h200() {
   static const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));

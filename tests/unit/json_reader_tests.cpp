@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../support/batches.hpp"
+#include "../support/errors.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/plan/json_reader.hpp"
 
@@ -19,19 +20,8 @@ struct fixture {
   step_plan plan = DataCentricScheduler<>(cost).plan(batch);
 };
 
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const dcp::error& e) {
-    return e.what();
-  }
-  return "(no dcp::error thrown)";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using dcp::testing::contains;
+using dcp::testing::message_of;
 
 }  // namespace
 
