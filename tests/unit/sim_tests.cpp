@@ -1,0 +1,580 @@
+// The simulator's truth model (sourced curves, a cost model of its own, floors for the bound)
+// and the discrete-event simulator (ordering, waiting, NIC sharing, OOM, deadlock, noise).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dcp/dcp.hpp"
+#include "dcp/sim/simulator.hpp"
+#include "dcp/sim/truth_bound.hpp"
+#include "dcp/sim/truth_model.hpp"
+#include "../support/batches.hpp"
+
+using namespace dcp;
+
+namespace {
+
+sim::truth_model llama_truth(std::int64_t nodes = 4, training_spec training = {},
+                             sim::truth_constants constants = {}) {
+  return sim::truth_model(models::llama3_8b(), hgx_cluster(nodes, gpus::h200_sxm()), training,
+                          constants);
+}
+
+execution_config at(std::int64_t d, sequence_parallel sp = sequence_parallel::ulysses,
+                    recompute_setting r = {}) {
+  return {d, sp, r};
+}
+
+micro_batch_shape text(std::int64_t tokens) { return micro_batch_shape::of(text_sample(0, tokens)); }
+
+/// A hand-built micro-step.
+micro_step step(std::int64_t sequence, std::int64_t first_rank, std::int64_t degree,
+                std::vector<std::uint64_t> ids, recompute_setting r = {}) {
+  micro_step m;
+  m.sequence = sequence;
+  m.first_rank = first_rank;
+  m.config = {degree, sequence_parallel::ulysses, r};
+  m.sample_ids = std::move(ids);
+  return m;
+}
+
+step_plan plan_of(std::int64_t gpus, std::vector<micro_step> steps) {
+  step_plan p;
+  p.gpus = gpus;
+  p.gpus_per_node = 8;
+  p.micro_steps = std::move(steps);
+  return p;
+}
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "(no dcp::error thrown)";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+const sim::sim_options exact{0, 0.0};
+
+}  // namespace
+
+// ---- the truth model ---------------------------------------------------------------------------
+
+TEST_CASE("Sim.Truth.models_the_cost_model_concept") {
+  static_assert(cost_model<sim::truth_model>);
+  static_assert(recompute_strategy<pyramid_recompute, sim::truth_model>);
+  const auto truth = llama_truth();
+  CHECK(truth.capacity_bytes() == gpus::h200_sxm().memory_bytes);
+  CHECK(truth.memory_budget() == truth.capacity_bytes() - training_spec{}.headroom_bytes);
+  // The planner can plan with it too.
+  const DataCentricScheduler<sim::truth_model> scheduler(truth);
+  const auto batch = testing::heavy_tailed_batch(3, 60, 32768);
+  const auto plan = scheduler.plan(batch);
+  CHECK(plan.lower_bound_seconds <= plan.makespan_seconds);
+}
+
+TEST_CASE("Sim.Truth.attention_efficiency_rises_with_length") {
+  const auto truth = llama_truth();
+  const auto& c = truth.constants();
+  double forward = 0, backward = 0;
+  for (double s = 16; s <= 4e6; s *= 2) {
+    CAPTURE(s);
+    CHECK(truth.attention_forward_efficiency(s) > forward);
+    CHECK(truth.attention_backward_efficiency(s) > backward);
+    CHECK(truth.attention_backward_efficiency(s) < truth.attention_forward_efficiency(s));
+    forward = truth.attention_forward_efficiency(s);
+    backward = truth.attention_backward_efficiency(s);
+  }
+  // The fitted curves reproduce every point of the FA3 table (perf-model §1.2) within 3.5%.
+  for (std::size_t k = 0; k < c.fa3_lengths.size(); ++k) {
+    CAPTURE(c.fa3_lengths[k]);
+    const double fwd = c.fa3_forward_tflops[k] * 1e12 / c.fa3_reference_peak_flops;
+    const double bwd = c.fa3_backward_tflops[k] * 1e12 / c.fa3_reference_peak_flops;
+    CHECK(truth.attention_forward_efficiency(c.fa3_lengths[k]) == doctest::Approx(fwd).epsilon(0.035));
+    CHECK(truth.attention_backward_efficiency(c.fa3_lengths[k]) == doctest::Approx(bwd).epsilon(0.035));
+  }
+  // Attention time per (query, key) pair falls with the length of the sequences.
+  double per_pair = 1e300;
+  for (std::int64_t s : {256, 1024, 4096, 16384, 65536}) {
+    const auto shape = text(s);
+    const double t = truth.micro_step_parts(shape, at(1)).attention_seconds / shape.attention_pairs;
+    CHECK(t < per_pair);
+    per_pair = t;
+  }
+}
+
+TEST_CASE("Sim.Truth.packed_attention_is_the_sum_over_sequences") {
+  // The saturating fit makes the attention time of a packed micro-batch exactly the sum of its
+  // sequences' times, each at its own length's efficiency.
+  const auto truth = llama_truth();
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+    for (std::int64_t d : {1, 4, 16}) {
+      const auto a = text(300), b = text(20000);
+      const double apart = truth.micro_step_parts(a, at(d, sp)).attention_seconds +
+                           truth.micro_step_parts(b, at(d, sp)).attention_seconds;
+      CHECK(truth.micro_step_parts(a + b, at(d, sp)).attention_seconds ==
+            doctest::Approx(apart).epsilon(1e-12));
+    }
+  }
+  // Ring attention runs (s/d)-long tiles: slower per GPU-second than Ulysses at the same degree.
+  const auto s = text(8192);
+  CHECK(truth.micro_step_parts(s, at(8, sequence_parallel::ring)).attention_seconds >
+        1.05 * truth.micro_step_parts(s, at(8)).attention_seconds);
+}
+
+TEST_CASE("Sim.Truth.gemm_efficiency_saturates") {
+  const auto truth = llama_truth();
+  const auto& c = truth.constants();
+  CHECK(truth.gemm_efficiency(c.gemm_half_tokens) == doctest::Approx(c.gemm_efficiency_max / 2));
+  CHECK(truth.gemm_efficiency(1e8) == doctest::Approx(c.gemm_efficiency_max).epsilon(1e-4));
+  double previous = 0;
+  double per_token = 1e300;
+  for (std::int64_t n = 16; n <= (1 << 20); n *= 4) {
+    CAPTURE(n);
+    CHECK(truth.gemm_efficiency(static_cast<double>(n)) > previous);
+    previous = truth.gemm_efficiency(static_cast<double>(n));
+    const double t = truth.micro_step_parts(text(n), at(1)).gemm_seconds / static_cast<double>(n);
+    CHECK(t < per_token);
+    per_token = t;
+  }
+  // At large n the GEMM time is the 6 N FLOPs per token at eta_max.
+  const double n = 1e6;
+  const double flops = 6.0 * static_cast<double>(models::llama3_8b().per_token_params()) * n;
+  CHECK(truth.micro_step_parts(text(1'000'000), at(1)).gemm_seconds ==
+        doctest::Approx(flops / (truth.gemm_efficiency(n) * gpus::h200_sxm().peak_flops)).epsilon(1e-12));
+}
+
+TEST_CASE("Sim.Truth.collective_bandwidth_saturates_with_size") {
+  const auto truth = llama_truth();
+  const double peak = truth.cluster().nvlink_bandwidth;
+  double previous = 0;
+  for (double bytes = 1e3; bytes <= 1e11; bytes *= 10) {
+    CAPTURE(bytes);
+    const double busbw = truth.all_to_all_bus_bandwidth(bytes, 8);
+    CHECK(busbw > previous);
+    CHECK(busbw < peak);
+    previous = busbw;
+  }
+  CHECK(truth.all_to_all_bus_bandwidth(1e11, 8) > 0.999 * peak);
+  // Half the plateau at S_half = latency x B_max / k (NCCL's alpha-beta, nccl-tests' shape).
+  const double latency = truth.collective_latency(8, 0);
+  const double half = latency * peak / (7.0 / 8.0);
+  CHECK(truth.all_to_all_bus_bandwidth(half, 8) == doctest::Approx(peak / 2));
+  // NCCL tuning.cc: more ranks, more steps; network steps cost more than NVLink steps.
+  CHECK(truth.collective_latency(8, 0) > truth.collective_latency(2, 0));
+  CHECK(truth.collective_latency(8, 8) > truth.collective_latency(16, 0));
+}
+
+TEST_CASE("Sim.Truth.fragmentation_inflates_dynamic_memory") {
+  sim::truth_constants none;
+  none.fragmentation = 0;
+  const auto truth = llama_truth();
+  const auto exact_memory = llama_truth(4, {}, none);
+  const auto s = text(16384);
+  for (std::int64_t d : {1, 2, 8}) {
+    const auto c = at(d);
+    CHECK(exact_memory.peak_bytes(s, c) == doctest::Approx(exact_memory.allocated_peak_bytes(s, c)));
+    CHECK(truth.peak_bytes(s, c) ==
+          doctest::Approx(truth.static_bytes() + 1.075 * truth.dynamic_bytes(s, c)));
+    CHECK(truth.peak_bytes(s, c) > truth.allocated_peak_bytes(s, c));
+  }
+  // Static bytes: ZeRO-1 states (4 + 12/P bytes per parameter) + CUDA context + NCCL buffers.
+  const double psi = static_cast<double>(models::llama3_8b().total_params());
+  CHECK(truth.static_bytes() == doctest::Approx(4.0 * psi + 12.0 * psi / 32.0 + 2.5e9));
+  // More recomputation never raises the peak; more samples never lower it.
+  double previous = 1e300;
+  for (std::int32_t layers = 0; layers <= 32; layers += 4) {
+    const double peak = truth.peak_bytes(s, at(1, sequence_parallel::ulysses, recompute_setting::partial(layers)));
+    CHECK(peak <= previous);
+    previous = peak;
+  }
+  CHECK(truth.peak_bytes(s + text(100), at(1)) >= truth.peak_bytes(s, at(1)));
+}
+
+TEST_CASE("Sim.Truth.differs_from_the_analytic_model") {
+  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+  const analytic_cost_model planner(models::llama3_8b(), cluster);
+  const sim::truth_model truth(models::llama3_8b(), cluster);
+  // Small micro-batches: GEMMs far from saturation and short-sequence attention.
+  CHECK(truth.seconds(text(300), at(1)) > 1.5 * planner.seconds(text(300), at(1)));
+  // Every shape differs by more than 1% in time.
+  for (std::int64_t tokens : {300, 4096, 32768, 65536}) {
+    for (std::int64_t d : {1, 8, 16}) {
+      CAPTURE(tokens);
+      CAPTURE(d);
+      const double a = planner.seconds(text(tokens), at(d));
+      const double b = truth.seconds(text(tokens), at(d));
+      CHECK(std::abs(b / a - 1.0) > 0.01);
+    }
+  }
+  // Memory: fragmentation and a different runtime reserve.
+  CHECK(truth.peak_bytes(text(32768), at(1)) != doctest::Approx(planner.peak_bytes(text(32768), at(1))));
+}
+
+TEST_CASE("Sim.Truth.marginal_time_is_a_floor_for_packing") {
+  // cost_model requirement 5: seconds(a + b) >= seconds(a) + marginal(b), both SP styles,
+  // inside and across nodes, with and without recomputation.
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+    training_spec t;
+    t.sp = sp;
+    const auto m = llama_truth(4, t);
+    for (std::int64_t d : {1, 2, 8, 16, 32}) {
+      for (std::int64_t a : {100, 3000, 40000}) {
+        for (std::int64_t b : {50, 5000, 60000}) {
+          for (auto r : {recompute_setting::none(), recompute_setting::partial(7),
+                         recompute_setting::selective_only()}) {
+            CAPTURE(d);
+            CAPTURE(a);
+            CAPTURE(b);
+            const execution_config c{d, sp, r};
+            const auto sa = micro_batch_shape::of(text_sample(0, a));
+            const auto sb = micro_batch_shape::of(text_sample(1, b));
+            CHECK(m.seconds(sa + sb, c) >= m.seconds(sa, c) + m.marginal_seconds(sb, c) - 1e-12);
+            CHECK(m.marginal_seconds(sb, c) >= 0.0);
+            CHECK(m.marginal_seconds(sb, c) <= m.seconds(sb, c));
+            CHECK(m.seconds(sa + sb, c) >= m.seconds(sa, c));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Sim.Truth.degree_times_marginal_never_falls") {
+  // For ring from degree 2 on: at degree 1 there is no ring, while from 2 on a sequence's
+  // attention may hide other sequences' transfers, so its floor leaves that attention out (as
+  // the analytic model's does).
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+    training_spec t;
+    t.sp = sp;
+    const auto m = llama_truth(4, t);
+    for (std::int64_t tokens : {200, 8192, 65536}) {
+      for (auto r : {recompute_setting::none(), recompute_setting::partial(16)}) {
+        double previous = 0;
+        for (std::int64_t d = sp == sequence_parallel::ring ? 2 : 1; d <= 32; d *= 2) {
+          CAPTURE(tokens);
+          CAPTURE(d);
+          const double work = static_cast<double>(d) * m.marginal_seconds(text(tokens), {d, sp, r});
+          CHECK(work >= previous * (1 - 1e-12));
+          previous = work;
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Sim.Truth.cross_node_groups_go_through_the_nic") {
+  const auto truth = llama_truth();
+  const auto s = text(65536);
+  const auto inside = truth.micro_step_parts(s, at(8));
+  CHECK_FALSE(inside.crosses_nodes);
+  CHECK(inside.inter_node_bytes == 0);
+  const auto across = truth.micro_step_parts(s, at(16));
+  CHECK(across.crosses_nodes);
+  CHECK(across.inter_node_bytes > 0);
+  CHECK(across.seconds() == doctest::Approx(truth.seconds(s, at(16))));
+  CHECK(across.seconds_at(across.nic_bandwidth / 2) > across.seconds());
+  // An unaligned group of 8 starting at rank 4 spans two nodes.
+  const auto unaligned = truth.micro_step_parts_at(s, at(8), 4);
+  CHECK(unaligned.crosses_nodes);
+  CHECK(unaligned.seconds() > inside.seconds());
+  // The node-level NICs: one per GPU on HGX, capped at one NIC per GPU.
+  CHECK(truth.node_nic_bandwidth() == doctest::Approx(8 * truth.cluster().nic_bandwidth));
+  CHECK(truth.gpu_nic_cap() == truth.cluster().nic_bandwidth);
+}
+
+TEST_CASE("Sim.Truth.gradient_sync_by_zero_stage") {
+  auto with_stage = [](int stage, std::int64_t nodes) {
+    training_spec t;
+    t.zero_stage = stage;
+    return llama_truth(nodes, t);
+  };
+  const double psi2 = 2.0 * static_cast<double>(models::llama3_8b().total_params());
+  for (std::int64_t nodes : {1, 4}) {
+    CAPTURE(nodes);
+    const double z1 = with_stage(1, nodes).gradient_sync_seconds();
+    CHECK(with_stage(2, nodes).gradient_sync_seconds() == doctest::Approx(z1));
+    CHECK(with_stage(3, nodes).gradient_sync_seconds() == doctest::Approx(1.5 * z1));
+    CHECK(with_stage(1, nodes).gradient_sync_seconds(1) == 0.0);
+  }
+  // Inside one node the all-reduce rides NVLink SHARP (475 GB/s bus) and beats RS + AG.
+  CHECK(with_stage(0, 1).gradient_sync_seconds() < with_stage(1, 1).gradient_sync_seconds());
+  // Across 4 nodes: 2 (n-1)/n G over 8 NICs x 48 GB/s, plus ring latency.
+  const auto t = with_stage(0, 4);
+  const double bandwidth_part = 2.0 * 31.0 / 32.0 * psi2 / (8 * 48e9);
+  CHECK(t.gradient_sync_seconds() > bandwidth_part);
+  CHECK(t.gradient_sync_seconds() < bandwidth_part * 1.05);
+}
+
+TEST_CASE("Sim.Truth.lower_bound_counts_all_work_over_all_gpus") {
+  // 64 short samples on one node: the bound is their marginal work over 8 GPUs.
+  const auto truth = llama_truth(1);
+  std::vector<sample> batch;
+  double work = 0;
+  for (std::uint64_t i = 0; i < 64; ++i) {
+    batch.push_back(text_sample(i, 1000 + static_cast<std::int64_t>(i)));
+    work += truth.marginal_seconds(micro_batch_shape::of(batch.back()), at(1));
+  }
+  CHECK(sim::truth_lower_bound_seconds(batch, truth) == doctest::Approx(work / 8));
+  CHECK(sim::truth_lower_bound_seconds(std::vector<sample>{}, truth) == 0.0);
+}
+
+// ---- the simulator -----------------------------------------------------------------------------
+
+TEST_CASE("Sim.Simulator.independent_steps_sum_per_rank") {
+  const auto truth = llama_truth(1);
+  std::vector<sample> batch;
+  for (std::uint64_t i = 0; i < 12; ++i) batch.push_back(text_sample(i, 500 + 700 * static_cast<std::int64_t>(i)));
+  // Ranks 0..3 get three single-GPU micro-steps each; ranks 4..7 stay idle.
+  std::vector<micro_step> steps;
+  std::vector<double> expected(8, 0.0);
+  for (std::uint64_t i = 0; i < 12; ++i) {
+    const auto rank = static_cast<std::int64_t>(i % 4);
+    steps.push_back(step(static_cast<std::int64_t>(i), rank, 1, {i}));
+    expected[static_cast<std::size_t>(rank)] += truth.seconds(micro_batch_shape::of(batch[i]), at(1));
+  }
+  const auto result = sim::simulate(plan_of(8, steps), batch, truth, exact);
+  double busy = 0;
+  for (std::size_t r = 0; r < 8; ++r) {
+    CAPTURE(r);
+    CHECK(result.rank_busy_seconds[r] == doctest::Approx(expected[r]).epsilon(1e-12));
+    busy += expected[r];
+  }
+  const double makespan = *std::max_element(expected.begin(), expected.end());
+  CHECK(result.makespan_seconds == doctest::Approx(makespan).epsilon(1e-12));
+  CHECK(result.idle_fraction == doctest::Approx(1.0 - busy / (8 * makespan)));
+  CHECK(result.step_seconds == doctest::Approx(result.makespan_seconds + truth.gradient_sync_seconds()));
+  CHECK(result.oom_events == 0);
+  CHECK(result.tokens == 500 * 12 + 700 * 66);
+  CHECK(result.timelines[0].size() == 3);
+  CHECK(result.timelines[5].empty());
+  CHECK(result.rank_peak_bytes[5] == doctest::Approx(truth.static_bytes()));
+}
+
+TEST_CASE("Sim.Simulator.group_waits_for_all_members") {
+  const auto truth = llama_truth(1);
+  const std::vector<sample> batch{text_sample(1, 30000), text_sample(2, 300), text_sample(3, 8000)};
+  // Rank 0 runs a long step, rank 1 a short one; then both run a degree-2 step together.
+  const auto plan = plan_of(8, {step(0, 0, 1, {1}), step(1, 1, 1, {2}), step(2, 0, 2, {3})});
+  const auto result = sim::simulate(plan, batch, truth, exact);
+  const auto& long_step = result.micro_steps[0];
+  const auto& short_step = result.micro_steps[1];
+  const auto& group = result.micro_steps[2];
+  REQUIRE(long_step.end_seconds > short_step.end_seconds);
+  CHECK(group.start_seconds == long_step.end_seconds);
+  CHECK(group.seconds() == doctest::Approx(truth.seconds(micro_batch_shape::of(batch[2]), at(2))));
+  // Rank 1 idles from the end of its short step until its partner is free.
+  CHECK(result.timelines[1].size() == 2);
+  CHECK(result.timelines[1][1].start - result.timelines[1][0].end ==
+        doctest::Approx(long_step.end_seconds - short_step.end_seconds));
+  CHECK(result.timelines[1][1].degree == 2);
+  CHECK(result.makespan_seconds == doctest::Approx(group.end_seconds));
+}
+
+TEST_CASE("Sim.Simulator.ranks_follow_sequence_order") {
+  const auto truth = llama_truth(1);
+  const std::vector<sample> batch{text_sample(1, 1000), text_sample(2, 2000), text_sample(3, 4000)};
+  // Listed in reverse: rank 0 must still run #0, #1, #2 in that order.
+  const auto plan = plan_of(8, {step(2, 0, 1, {3}), step(1, 0, 1, {2}), step(0, 0, 1, {1})});
+  const auto result = sim::simulate(plan, batch, truth, exact);
+  const auto& line = result.timelines[0];
+  REQUIRE(line.size() == 3);
+  for (std::size_t k = 0; k < 3; ++k) {
+    CHECK(line[k].sequence == static_cast<std::int64_t>(k));
+    if (k > 0) CHECK(line[k].start == line[k - 1].end);
+  }
+  CHECK(line[0].start == 0.0);
+  CHECK(line[0].step == 2);
+  CHECK(result.micro_steps[2].start_seconds == 0.0);
+  // A group step later in sequence waits for an earlier step of one member even if the other
+  // member is free: rank 1 is free at 0, but #3 on ranks 0..1 follows rank 0's #0..#2.
+  auto grouped = plan;
+  grouped.micro_steps.push_back(step(3, 0, 2, {4}));
+  std::vector<sample> more = batch;
+  more.push_back(text_sample(4, 500));
+  const auto r2 = sim::simulate(grouped, more, truth, exact);
+  CHECK(r2.micro_steps[3].start_seconds == doctest::Approx(result.makespan_seconds));
+}
+
+TEST_CASE("Sim.Simulator.nic_sharing_slows_concurrent_cross_node_groups") {
+  // Two degree-2 groups that each straddle a node boundary and both touch node 1: ranks 7-8
+  // (nodes 0-1) and 15-16 (nodes 1-2). With one NIC per node they share node 1's NIC.
+  sim::truth_constants one_nic;
+  one_nic.nics_per_node = 1;
+  const auto shared = llama_truth(3, {}, one_nic);
+  const auto hgx = llama_truth(3);
+  const std::vector<sample> batch{text_sample(1, 16384), text_sample(2, 16384)};
+  const auto alone = plan_of(24, {step(0, 7, 2, {1})});
+  const auto both = plan_of(24, {step(0, 7, 2, {1}), step(1, 15, 2, {2})});
+  sim::sim_options partial = exact;
+  partial.require_every_sample = false;
+  const auto r_alone = sim::simulate(alone, batch, shared, partial);
+  const auto r_both = sim::simulate(both, batch, shared, exact);
+  const auto parts = shared.micro_step_parts_at(text(16384), at(2), 7);
+  REQUIRE(parts.crosses_nodes);
+  CHECK(r_alone.micro_steps[0].seconds() == doctest::Approx(parts.seconds()));
+  CHECK(r_alone.nic_contention_seconds == 0.0);
+  // Identical transfers running side by side: each gets half the NIC for its whole duration.
+  CHECK(r_both.micro_steps[0].seconds() > r_alone.micro_steps[0].seconds());
+  CHECK(r_both.micro_steps[0].seconds() == doctest::Approx(parts.seconds_at(parts.nic_bandwidth / 2)));
+  CHECK(r_both.micro_steps[1].seconds() == doctest::Approx(parts.seconds_at(parts.nic_bandwidth / 2)));
+  CHECK(r_both.nic_contention_seconds > 0.0);
+  // A shorter partner: the first group speeds up again once the second ends (event-driven).
+  const std::vector<sample> uneven{text_sample(1, 16384), text_sample(2, 4096)};
+  const auto r_uneven = sim::simulate(both, uneven, shared, exact);
+  const double first = r_uneven.micro_steps[0].seconds();
+  CHECK(first > parts.seconds());
+  CHECK(first < parts.seconds_at(parts.nic_bandwidth / 2));
+  // HGX (one NIC per GPU): disjoint GPUs never contend.
+  const auto r_hgx = sim::simulate(both, batch, hgx, exact);
+  CHECK(r_hgx.micro_steps[0].seconds() == doctest::Approx(r_alone.micro_steps[0].seconds()));
+  CHECK(r_hgx.nic_contention_seconds == 0.0);
+}
+
+TEST_CASE("Sim.Simulator.oom_is_counted_not_hidden") {
+  const auto truth = llama_truth(1);
+  // A 64K sample on one GPU with nothing recomputed needs far more than 140 GiB.
+  const std::vector<sample> batch{text_sample(1, 65536), text_sample(2, 1000)};
+  const auto plan = plan_of(8, {step(0, 0, 1, {1}), step(1, 1, 1, {2})});
+  const auto result = sim::simulate(plan, batch, truth, exact);
+  CHECK(result.oom_events == 1);
+  CHECK(result.oom_gpu_events == 1);
+  CHECK(result.micro_steps[0].oom);
+  CHECK_FALSE(result.micro_steps[1].oom);
+  CHECK(result.peak_bytes > truth.capacity_bytes());
+  CHECK(result.timelines[0][0].oom);
+  CHECK(result.makespan_seconds > 0);  // the step still completes
+  // A planner with no headroom packs micro-batches up to the capacity by its own model; the
+  // truth model's fragmentation pushes some past it, and every one is counted.
+  training_spec no_headroom;
+  no_headroom.headroom_bytes = 0;
+  const auto cluster = hgx_cluster(1, gpus::h200_sxm());
+  const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), cluster, no_headroom));
+  const auto big = testing::heavy_tailed_batch(11, 400, 65536);
+  const auto tight = sim::simulate(scheduler.plan(big), big, sim::truth_model(models::llama3_8b(), cluster), exact);
+  CHECK(tight.oom_events > 0);
+  CHECK(tight.peak_bytes > tight.capacity_bytes);
+}
+
+TEST_CASE("Sim.Simulator.deadlock_is_reported_not_hung") {
+  const auto truth = llama_truth(1);
+  const std::vector<sample> batch{text_sample(1, 1000), text_sample(2, 1000), text_sample(3, 1000)};
+  // Two micro-steps with sequence 4 sharing ranks 2..3: rank 2 may take one first, rank 3 the
+  // other, and each waits for the other forever.
+  const auto plan = plan_of(8, {step(4, 0, 4, {1}), step(4, 2, 2, {2}), step(5, 6, 1, {3})});
+  const auto msg = message_of([&] { sim::simulate(plan, batch, truth); });
+  CAPTURE(msg);
+  CHECK(contains(msg, "deadlock"));
+  CHECK(contains(msg, "share ranks 2..3"));
+  CHECK(contains(msg, "#4 (entry 0, ranks 0..3)"));
+  CHECK(contains(msg, "#4 (entry 1, ranks 2..3)"));
+  // The same numbers on disjoint groups are fine.
+  const auto fine = plan_of(8, {step(4, 0, 2, {1}), step(4, 2, 2, {2}), step(5, 6, 1, {3})});
+  CHECK(sim::simulate(fine, batch, truth, exact).makespan_seconds > 0);
+}
+
+TEST_CASE("Sim.Simulator.bad_plans_name_the_sample_or_step") {
+  const auto truth = llama_truth(1);
+  const std::vector<sample> batch{text_sample(1, 1000), text_sample(2, 1000)};
+  CHECK(contains(message_of([&] {
+          sim::simulate(plan_of(8, {step(0, 0, 1, {1, 2, 99})}), batch, truth);
+        }),
+        "sample id 99, which is not in the batch"));
+  CHECK(contains(message_of([&] {
+          sim::simulate(plan_of(8, {step(0, 0, 1, {1, 2}), step(1, 1, 1, {2})}), batch, truth);
+        }),
+        "sample id 2 is in micro-step #0"));
+  CHECK(contains(message_of([&] { sim::simulate(plan_of(8, {step(0, 0, 1, {1})}), batch, truth); }),
+                 "sample id 2 of the batch is in no micro-step"));
+  CHECK(contains(message_of([&] { sim::simulate(plan_of(8, {step(0, 6, 4, {1, 2})}), batch, truth); }),
+                 "ranks 6..9) lies outside the cluster's ranks 0..7"));
+  CHECK(contains(message_of([&] { sim::simulate(plan_of(8, {step(0, 0, 3, {1, 2})}), batch, truth); }),
+                 "degree = 3"));
+  CHECK(contains(message_of([&] { sim::simulate(plan_of(16, {step(0, 0, 1, {1, 2})}), batch, truth); }),
+                 "the plan is for 16 GPUs"));
+}
+
+TEST_CASE("Sim.Simulator.deterministic_for_a_seed") {
+  const auto truth = llama_truth(1);
+  const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), truth.cluster()));
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    CAPTURE(seed);
+    const auto batch = testing::heavy_tailed_batch(seed, 120, 32768);
+    const auto plan = scheduler.plan(batch);
+    const auto a = sim::simulate(plan, batch, truth, {seed, 0.03});
+    const auto b = sim::simulate(plan, batch, truth, {seed, 0.03});
+    const auto c = sim::simulate(plan, batch, truth, {seed + 100, 0.03});
+    CHECK(a == b);
+    CHECK(a.makespan_seconds != c.makespan_seconds);
+    // Without noise the seed does not matter.
+    CHECK(sim::simulate(plan, batch, truth, {seed, 0.0}) == sim::simulate(plan, batch, truth, {seed + 100, 0.0}));
+    // Noise is mean one: the sum of durations stays within a few percent.
+    double noisy = 0, plain = 0;
+    for (const auto& m : a.micro_steps) {
+      noisy += m.alone_seconds;
+      plain += m.alone_seconds / m.noise;
+    }
+    CHECK(noisy == doctest::Approx(plain).epsilon(0.05));
+  }
+}
+
+TEST_CASE("Sim.Simulator.truth_bound_is_below_the_simulated_makespan") {
+  // The truth lower bound holds for the default scheduler's plans (noise off), whatever the
+  // planner predicted: both SP styles, one and four nodes, ZeRO 1 and 3.
+  struct scenario {
+    std::int64_t nodes;
+    sequence_parallel sp;
+    int zero;
+  };
+  for (const auto& sc : {scenario{1, sequence_parallel::ulysses, 1}, scenario{4, sequence_parallel::ulysses, 1},
+                         scenario{4, sequence_parallel::ring, 1}, scenario{2, sequence_parallel::ulysses, 3}}) {
+    training_spec t;
+    t.sp = sc.sp;
+    t.zero_stage = sc.zero;
+    const auto cluster = hgx_cluster(sc.nodes, gpus::h200_sxm());
+    const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), cluster, t));
+    const sim::truth_model truth(models::llama3_8b(), cluster, t);
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+      CAPTURE(seed);
+      CAPTURE(sc.nodes);
+      const auto batch = testing::heavy_tailed_batch(seed, 40 + 30 * static_cast<std::size_t>(sc.nodes), 65536);
+      const auto plan = scheduler.plan(batch);
+      const auto result = sim::simulate(plan, batch, truth, exact);
+      const double bound = sim::truth_lower_bound_seconds(batch, truth);
+      CHECK(result.oom_events == 0);
+      CHECK(bound > 0);
+      CHECK(bound <= result.makespan_seconds * (1 + 1e-9));
+    }
+  }
+  if (testing::skip_without_wikipedia()) return;
+  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+  const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), cluster));
+  const sim::truth_model truth(models::llama3_8b(), cluster);
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    CAPTURE(seed);
+    const auto batch = testing::wikipedia_batch(seed, 1'000'000, 65536);
+    const auto result = sim::simulate(scheduler.plan(batch), batch, truth, exact);
+    CHECK(result.oom_events == 0);
+    CHECK(sim::truth_lower_bound_seconds(batch, truth) <= result.makespan_seconds * (1 + 1e-9));
+  }
+}
+
+TEST_CASE("Sim.Simulator.empty_plan_takes_no_time") {
+  const auto truth = llama_truth(1);
+  const auto result = sim::simulate(plan_of(8, {}), std::vector<sample>{}, truth);
+  CHECK(result.step_seconds == 0.0);
+  CHECK(result.idle_fraction == 0.0);
+  CHECK(result.timelines.size() == 8);
+  CHECK(result.peak_bytes == doctest::Approx(truth.static_bytes()));
+}
