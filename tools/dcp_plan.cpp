@@ -180,7 +180,7 @@ void print_summary(std::ostream& out, const plan_options& o, const analytic_cost
     longest = std::max(longest, s.tokens);
   }
   row("model") << cost.model().name << ", ZeRO-" << training.zero_stage << ", "
-               << to_string(training.sp) << ", headroom " << fixed(training.headroom_bytes / gib, 1)
+               << to_string(training.sp) << ", headroom " << fixed(training.headroom(cluster) / gib, 1)
                << " GiB\n";
   row("cluster") << cluster.gpus << " x " << cluster.gpu.name << " (" << cluster.nodes() << " node"
                  << (cluster.nodes() == 1 ? "" : "s") << " x " << cluster.gpus_per_node << ")\n";

@@ -94,7 +94,7 @@ Options (defaults in brackets):
   --gpus-per-node G      GPUs per node  [8]
   --gpus N               total GPUs, instead of --nodes (one node of N if N < G)
   --zero S               ZeRO stage 0..3  [1]
-  --headroom-gib X       memory kept free per GPU, GiB  [8]
+  --headroom-gib X       memory kept free per GPU, GiB  [10 % of the GPU]
   --sp STYLE             ulysses | ring  [ulysses]
   --recompute R          none | full | selective | pyramid  [pyramid]
   --bucketing B          varlen | log2 | padding-optimal:K  [varlen]
@@ -265,7 +265,10 @@ inline cluster_spec cluster_of(const plan_options& o) {
 inline training_spec training_of(const plan_options& o) {
   training_spec t;
   t.zero_stage = o.zero_stage;
-  if (o.headroom_gib) t.headroom_bytes = *o.headroom_gib * gib;
+  if (o.headroom_gib) {
+    t.headroom_bytes = *o.headroom_gib * gib;
+    t.headroom_fraction = 0;
+  }
   t.sp = o.sp;
   return t;
 }

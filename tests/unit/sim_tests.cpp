@@ -76,7 +76,7 @@ TEST_CASE("Sim.Truth.models_the_cost_model_concept") {
   static_assert(recompute_strategy<pyramid_recompute, sim::truth_model>);
   const auto truth = llama_truth();
   CHECK(truth.capacity_bytes() == gpus::h200_sxm().memory_bytes);
-  CHECK(truth.memory_budget() == truth.capacity_bytes() - training_spec{}.headroom_bytes);
+  CHECK(truth.memory_budget() == truth.capacity_bytes() - training_spec{}.headroom(truth.cluster()));
   // The planner can plan with it too.
   const DataCentricScheduler<sim::truth_model> scheduler(truth);
   const auto batch = testing::heavy_tailed_batch(3, 60, 32768);
@@ -459,6 +459,7 @@ TEST_CASE("Sim.Simulator.oom_is_counted_not_hidden") {
   // truth model's fragmentation pushes some past it, and every one is counted.
   training_spec no_headroom;
   no_headroom.headroom_bytes = 0;
+  no_headroom.headroom_fraction = 0;
   const auto cluster = hgx_cluster(1, gpus::h200_sxm());
   const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), cluster, no_headroom));
   const auto big = testing::heavy_tailed_batch(11, 400, 65536);

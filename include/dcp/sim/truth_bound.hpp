@@ -29,6 +29,7 @@ double truth_lower_bound_seconds(std::span<const sample> batch, const truth_mode
   if (batch.empty()) return 0.0;
   training_spec at_capacity = truth.training();
   at_capacity.headroom_bytes = 0;
+  at_capacity.headroom_fraction = 0;
   const truth_model model(truth.model(), truth.cluster(), at_capacity, truth.constants());
   const auto samples = canonical_order(batch);
   const std::vector<std::int32_t> buckets(samples.size(), 0);

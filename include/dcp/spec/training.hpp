@@ -3,6 +3,7 @@
 // per-micro-batch execution config the planner chooses (degree, sequence-parallel style,
 // recomputation).
 
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -30,13 +31,20 @@ inline std::ostream& operator<<(std::ostream& os, loss_normalisation n) { return
 struct training_spec {
   precision mixed_precision = precision::bf16_mixed;
   int zero_stage = 1;                       ///< ZeRO stage over the whole data-parallel world
-  double headroom_bytes = 8.0 * gib;        ///< kept free for fragmentation (perf-model §8)
+  /// Memory kept free on every GPU for allocator fragmentation and what the model does not
+  /// count: the larger of headroom_bytes and headroom_fraction of the capacity. The default is
+  /// the top of the 5-10 % that perf-model.md §8 recommends ("reserved > allocated").
+  double headroom_bytes = 0;
+  double headroom_fraction = 0.10;
   double runtime_reserve_bytes = 3.0 * gib; ///< CUDA context and NCCL buffers (perf-model §4.1)
   sequence_parallel sp = sequence_parallel::ulysses;
   loss_normalisation normalise_by = loss_normalisation::tokens;
   bool chunked_cross_entropy = false;       ///< fused/chunked CE: no full logits tensor
 
-  friend bool operator==(const training_spec&, const training_spec&) = default;
+  /// Bytes kept free per GPU on this cluster.
+  double headroom(const cluster_spec& cluster) const noexcept {
+    return std::max(headroom_bytes, headroom_fraction * cluster.gpu.memory_bytes);
+  }
 
   /// Throws invalid_spec when the headroom leaves nothing, or the ZeRO stage is unknown.
   void validate(const cluster_spec& cluster) const {
@@ -46,22 +54,27 @@ struct training_spec {
     if (headroom_bytes < 0)
       throw invalid_spec("training: headroom_bytes = " + std::to_string(headroom_bytes) +
                          ", must be >= 0");
-    if (headroom_bytes >= cluster.gpu.memory_bytes)
-      throw invalid_spec("training: headroom_bytes = " + std::to_string(headroom_bytes) +
+    if (!(headroom_fraction >= 0) || headroom_fraction >= 1)
+      throw invalid_spec("training: headroom_fraction = " + std::to_string(headroom_fraction) +
+                         ", must be in [0, 1)");
+    if (headroom(cluster) >= cluster.gpu.memory_bytes)
+      throw invalid_spec("training: headroom_bytes = " + std::to_string(headroom(cluster)) +
                          " must be below the GPU capacity " +
                          std::to_string(cluster.gpu.memory_bytes) + " bytes");
   }
 
   /// Bytes a micro-batch may use at its peak on one GPU: capacity minus headroom.
   double memory_budget(const cluster_spec& cluster) const noexcept {
-    return cluster.gpu.memory_bytes - headroom_bytes;
+    return cluster.gpu.memory_bytes - headroom(cluster);
   }
+
+  friend bool operator==(const training_spec&, const training_spec&) = default;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const training_spec& t) {
-  return os << "training{bf16 mixed, zero=" << t.zero_stage << ", headroom "
-            << t.headroom_bytes / gib << " GiB, sp=" << t.sp << ", normalise by "
-            << t.normalise_by << '}';
+  return os << "training{bf16 mixed, zero=" << t.zero_stage << ", headroom max("
+            << t.headroom_bytes / gib << " GiB, " << t.headroom_fraction * 100 << " %), sp=" << t.sp
+            << ", normalise by " << t.normalise_by << '}';
 }
 
 /// How much activation recomputation a micro-batch uses: `layers` of the model's blocks are
