@@ -1,0 +1,166 @@
+#pragma once
+// dcp-sim's command line: options, parser and usage text (testable apart from the program).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli_common.hpp"
+#include "dcp/spec/hardware.hpp"
+#include "dcp/spec/training.hpp"
+
+namespace dcp::tool {
+
+struct sim_options_cli {
+  std::string model = "llama3-8b";
+  bool model_given = false;
+  std::string gpu = "h200";
+  std::int64_t nodes = 4;
+  std::int64_t gpus_per_node = 8;
+  int zero_stage = 1;
+  sequence_parallel sp = sequence_parallel::ulysses;
+  std::string workload = "wikipedia";
+  bool workload_given = false;
+  std::optional<std::string> file{};  ///< lengths (or, with --video-csv, frames,height,width)
+  bool video_csv = false;
+  std::int64_t tokens = 1'000'000;         ///< global batch tokens (text scenarios)
+  std::int64_t video_tokens = 4'000'000;   ///< global batch tokens of the default video scenario
+  std::int64_t context = 65536;
+  bool context_given = false;
+  std::int64_t steps = 50;
+  std::uint64_t seed = 1;
+  std::vector<std::string> policies{};  ///< empty: all
+  bool json = false;
+  std::optional<std::string> out{};
+  std::optional<std::string> plan{};
+  bool help = false;
+};
+
+inline std::string sim_usage_text() {
+  return R"(Usage: dcp-sim [options]
+
+Plans the same batches with every policy (the planner's analytic cost model) and judges every
+plan with the simulator's truth model of the hardware; prints a table per scenario (or JSON).
+With no options: Llama-3-8B on Wikipedia lengths at 64K context and STDiT3-XL on the OpenSora
+video mix, 4 x 8 H200, 50 steps each.
+
+Options (defaults in brackets):
+  --model NAME        llama3-8b | llama3-70b | qwen2.5-7b | qwen2.5-72b | stdit3-xl | wan2.1-14b
+  --gpu NAME          h100 | h200  [h200]
+  --nodes N           nodes of --gpus-per-node GPUs  [4]
+  --gpus-per-node G   [8]
+  --zero S            ZeRO stage 0..3  [1]
+  --sp STYLE          ulysses | ring  [ulysses]
+  --workload W        wikipedia | megatron | long-sft | long-context | opensora
+  --file PATH         sample lengths, one per line (the same batch every step)
+  --video-csv         with --file: lines are frames,height,width in latent patches
+  --tokens N          global batch tokens per step  [1000000; video default 4000000]
+  --context N         split longer documents into N-token chunks  [65536]
+  --steps N           steps per policy  [50]
+  --seed S            seed of the first step's batch  [1]
+  --policies LIST     comma-separated: dcp,static,paper-baseline,megatron-dcp,videosys-dcp,
+                      flexsp,verl,wlb-llm  [all]
+  --json              print JSON instead of tables
+  --out DIR           write SVG figures (timelines, throughput, utilisation) into DIR
+  --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)
+                      on the batch it was made for (--file, or the first step's batch)
+  --help
+
+All times are from a model of the hardware (docs/simulator.md), not from GPUs.
+Exit status: 0 done, 1 bad input (dcp::error), 2 bad usage.
+)";
+}
+
+inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> args) {
+  sim_options_cli o;
+  for (std::size_t n = 0; n < args.size(); ++n) {
+    std::string_view flag = args[n];
+    std::string_view value;
+    bool has_value = false;
+    if (const auto eq = flag.find('='); flag.starts_with("--") && eq != std::string_view::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> std::string_view {
+      if (has_value) return value;
+      if (n + 1 >= args.size()) throw usage_error(std::string(flag) + " needs a value");
+      return args[++n];
+    };
+    if (flag == "--help" || flag == "-h") o.help = true;
+    else if (flag == "--json") o.json = true;
+    else if (flag == "--video-csv") o.video_csv = true;
+    else if (flag == "--model") {
+      o.model = std::string(next());
+      (void)model_named(o.model);
+      o.model_given = true;
+    } else if (flag == "--gpu") {
+      o.gpu = std::string(next());
+      (void)gpu_named(o.gpu);
+    } else if (flag == "--nodes") o.nodes = detail::parse_integer<std::int64_t>(flag, next(), 1, 8192);
+    else if (flag == "--gpus-per-node")
+      o.gpus_per_node = detail::parse_integer<std::int64_t>(flag, next(), 1, 64);
+    else if (flag == "--zero") o.zero_stage = detail::parse_integer<int>(flag, next(), 0, 3);
+    else if (flag == "--sp") {
+      const auto v = next();
+      if (v == "ulysses") o.sp = sequence_parallel::ulysses;
+      else if (v == "ring") o.sp = sequence_parallel::ring;
+      else detail::bad_choice(flag, v, "ulysses or ring");
+    } else if (flag == "--workload") {
+      const auto v = next();
+      if (v != "wikipedia" && v != "megatron" && v != "long-sft" && v != "long-context" && v != "opensora")
+        detail::bad_choice(flag, v, "wikipedia, megatron, long-sft, long-context or opensora");
+      o.workload = std::string(v);
+      o.workload_given = true;
+    } else if (flag == "--file") o.file = std::string(next());
+    else if (flag == "--tokens") {
+      o.tokens = detail::parse_integer<std::int64_t>(flag, next(), 1, 1'000'000'000);
+      o.video_tokens = o.tokens;
+    } else if (flag == "--context") {
+      o.context = detail::parse_integer<std::int64_t>(flag, next(), 1);
+      o.context_given = true;
+    } else if (flag == "--steps") o.steps = detail::parse_integer<std::int64_t>(flag, next(), 1, 100000);
+    else if (flag == "--seed") o.seed = detail::parse_integer<std::uint64_t>(flag, next(), 0);
+    else if (flag == "--policies") {
+      std::string_view list = next();
+      while (!list.empty()) {
+        const auto comma = list.find(',');
+        const auto name = list.substr(0, comma);
+        if (name.empty()) throw usage_error("--policies: empty policy name in the list");
+        o.policies.emplace_back(name);
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+      }
+    } else if (flag == "--out") o.out = std::string(next());
+    else if (flag == "--plan") o.plan = std::string(next());
+    else throw usage_error("unknown option '" + std::string(args[n]) + "'");
+  }
+  if (o.video_csv && !o.file) throw usage_error("--video-csv needs --file");
+  return o;
+}
+
+inline sim_options_cli parse_sim_arguments(int argc, const char* const* argv) {
+  std::vector<std::string_view> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_sim_arguments(std::span<const std::string_view>(args.data(), args.size()));
+}
+
+inline cluster_spec sim_cluster_of(const sim_options_cli& o) {
+  cluster_spec c;
+  c.gpu = gpu_named(o.gpu);
+  c.gpus_per_node = o.gpus_per_node;
+  c.gpus = o.nodes * o.gpus_per_node;
+  return c;
+}
+
+inline training_spec sim_training_of(const sim_options_cli& o) {
+  training_spec t;
+  t.zero_stage = o.zero_stage;
+  t.sp = o.sp;
+  return t;
+}
+
+}  // namespace dcp::tool
