@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quick start on Debian/Ubuntu: install what is missing, build dcp in build/ (Release) and print
-# the plan dcp-plan makes for its built-in default workload.
+# the default comparison of dcp-sim: every policy on the built-in workloads, judged by the simulator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +21,4 @@ fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
-./build/tools/dcp-plan
+./build/tools/dcp-sim
