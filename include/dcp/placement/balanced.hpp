@@ -285,12 +285,25 @@ private:
   // Full schedule for one allotment: blocks, LPT of single-GPU samples, packing, local search.
   std::optional<placement> schedule(const std::vector<std::size_t>& choice, double) {
     const auto a = place_blocks(choice);
-    auto per_rank = lpt_assign_ordered(a.singles, a.free);
-    std::vector<std::vector<packed_batch>> batches(gpus_);
-    std::vector<double> end(gpus_);
-    for (std::size_t r = 0; r < gpus_; ++r) {
-      batches[r] = pack(ctx_, per_rank[r], 0);
-      end[r] = a.free[r] + total_seconds(batches[r]);
+    // Two assignments of the single-GPU samples, each packed; the one that finishes first is
+    // refined. LPT balances best; filling ranks bucket by bucket up to the average load keeps
+    // each rank to few buckets, so fewer micro-steps pay the fixed per-micro-step cost.
+    std::vector<std::vector<std::size_t>> per_rank;
+    std::vector<std::vector<packed_batch>> batches;
+    std::vector<double> end;
+    for (auto assignment : {lpt_assign_ordered(a.singles, a.free), fill_by_bucket(a)}) {
+      std::vector<std::vector<packed_batch>> packed(gpus_);
+      std::vector<double> finish(gpus_);
+      for (std::size_t r = 0; r < gpus_; ++r) {
+        packed[r] = pack(ctx_, assignment[r], 0);
+        finish[r] = a.free[r] + total_seconds(packed[r]);
+      }
+      if (end.empty() || *std::max_element(finish.begin(), finish.end()) <
+                             *std::max_element(end.begin(), end.end())) {
+        per_rank = std::move(assignment);
+        batches = std::move(packed);
+        end = std::move(finish);
+      }
     }
     improve(a.free, per_rank, batches, end);
 
@@ -323,6 +336,41 @@ private:
         return std::nullopt;
     }
     return out;
+  }
+
+  // Single-GPU samples grouped by bucket (longest first within one), poured into the ranks in
+  // order of their load after the multi-GPU samples, each rank filled up to the average
+  // finish; what is left goes longest-processing-time-first.
+  std::vector<std::vector<std::size_t>> fill_by_bucket(const block_assignment& a) const {
+    auto items = a.singles;
+    std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
+      return ctx_.bucket(x.second) > ctx_.bucket(y.second);
+    });
+    double total = std::accumulate(a.free.begin(), a.free.end(), 0.0);
+    for (const auto& [e, i] : items) total += e;
+    const double target = total / static_cast<double>(gpus_);
+    std::vector<std::size_t> ranks(gpus_);
+    std::iota(ranks.begin(), ranks.end(), std::size_t{0});
+    std::stable_sort(ranks.begin(), ranks.end(),
+                     [&](std::size_t x, std::size_t y) { return a.free[x] < a.free[y]; });
+    std::vector<std::vector<std::size_t>> assigned(gpus_);
+    std::vector<double> load = a.free;
+    std::vector<std::pair<double, std::size_t>> rest;
+    std::size_t next = 0;
+    for (const auto& item : items) {
+      while (next < ranks.size() && load[ranks[next]] + 0.5 * item.first > target) ++next;
+      if (next == ranks.size()) {
+        rest.push_back(item);
+        continue;
+      }
+      assigned[ranks[next]].push_back(item.second);
+      load[ranks[next]] += item.first;
+    }
+    lpt_order(rest);
+    const auto spill = lpt_assign_ordered(rest, load);
+    for (std::size_t r = 0; r < gpus_; ++r)
+      assigned[r].insert(assigned[r].end(), spill[r].begin(), spill[r].end());
+    return assigned;
   }
 
   // Moves single-GPU samples from the rank that finishes last to the one that finishes first
