@@ -1,0 +1,90 @@
+#pragma once
+// dcp::micro_batch_executor — what a training framework supplies — and dcp::run_step, which walks
+// this rank's micro-steps of a plan in order and hands each one to the executor with its group.
+
+#include <concepts>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "dcp/error.hpp"
+#include "dcp/plan/step_plan.hpp"
+#include "dcp/runtime/communicator.hpp"
+#include "dcp/runtime/group_cache.hpp"
+#include "dcp/runtime/plan_agreement.hpp"
+#include "dcp/spec/training.hpp"
+
+namespace dcp {
+
+/// What the framework measured for one micro-batch (feeds online calibration later).
+struct execution_report {
+  double seconds = 0;     ///< wall time of forward + backward
+  double peak_bytes = 0;  ///< peak device bytes
+
+  friend bool operator==(const execution_report&, const execution_report&) = default;
+};
+
+/// A framework's runner of one micro-batch on a group of ranks.
+///
+/// Requirements on `E& e`, `const micro_step& m`, `G& group`, `recompute_setting r`, `double s`:
+///  1. `e.run(m, group, r, s)` -> `execution_report`: runs forward and backward of the samples
+///     m.sample_ids on `group` (collective over it; sequence-parallel across its members) with
+///     recompute setting r, multiplying the micro-batch's mean loss by s, accumulating gradients.
+///  2. Semantics: a failure throws (run_step adds the rank and micro-step); gradients are only
+///     all-reduced after the step, by the framework, so run order within a rank is the plan's.
+/// Models: the recording executors of tests/unit/runtime_tests.cpp; framework adapters later.
+template <class E, class G>
+concept micro_batch_executor =
+    requires(E& e, const micro_step& m, G& group, recompute_setting r, double loss_scale) {
+      { e.run(m, group, r, loss_scale) } -> std::same_as<execution_report>;
+    };
+
+/// The executor failed on a micro-step; the message keeps the executor's own message.
+class step_error : public error {
+public:
+  step_error(std::int64_t rank, std::int64_t sequence, const std::string& message)
+      : error(message), rank_(rank), sequence_(sequence) {}
+  std::int64_t rank() const noexcept { return rank_; }
+  std::int64_t sequence() const noexcept { return sequence_; }
+
+private:
+  std::int64_t rank_;
+  std::int64_t sequence_;
+};
+
+/// One training step on this rank: agrees on the plan with every rank (collective), creates the
+/// degrees the plan uses in the cache (collective), then runs this rank's micro-steps in plan
+/// order (plan.steps_of(rank)), each on its group. Returns one report per micro-step run, in
+/// that order. An executor exception becomes step_error naming the rank and the micro-step.
+template <communicator C, class E>
+  requires micro_batch_executor<E, typename group_cache<C>::group_type>
+std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const step_plan& plan, E& executor) {
+  const auto rank = static_cast<std::int64_t>(comm.rank());
+  if (&cache.world() != &comm)
+    throw error("run_step: the group cache was made for another communicator than rank " +
+                std::to_string(rank) + "'s");
+  agree_on_plan(comm, plan);
+  cache.prepare(plan);
+  std::vector<execution_report> reports;
+  const auto mine = plan.steps_of(rank);
+  reports.reserve(mine.size());
+  for (const auto index : mine) {
+    const auto& m = plan.micro_steps[index];
+    auto& group = cache.group(m.first_rank, m.degree());
+    const auto where = [&] {
+      return "rank " + std::to_string(rank) + " failed in micro-step " + std::to_string(m.sequence) +
+             " (ranks " + std::to_string(m.first_rank) + ".." + std::to_string(m.last_rank()) + "): ";
+    };
+    try {
+      reports.push_back(executor.run(m, group, m.config.recompute, m.loss_scale));
+    } catch (const std::exception& e) {
+      throw step_error(rank, m.sequence, where() + e.what());
+    } catch (...) {
+      throw step_error(rank, m.sequence, where() + "unknown exception");
+    }
+  }
+  return reports;
+}
+
+}  // namespace dcp
