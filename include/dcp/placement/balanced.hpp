@@ -81,7 +81,7 @@ public:
     // node unless memory forces otherwise) is always valid and always tried.
     std::optional<placement> best;
     auto consider = [&](double target) {
-      auto candidate = schedule(allot(target), target);
+      auto candidate = schedule(allot(target));
       if (!candidate) return false;
       if (!best || candidate->makespan_seconds < best->makespan_seconds) best = std::move(candidate);
       return true;
@@ -113,7 +113,7 @@ private:
     double total = 0;
     for (std::size_t i = 0; i < n; ++i) {
       single_[i] = ctx_.alone(i, 0);
-      estimate_[i] = single_[i].feasible ? ctx_.packed_estimate(i, 0, single_[i]) : 0.0;
+      estimate_[i] = single_[i].feasible ? ctx_.packed_estimate(0, single_[i]) : 0.0;
       total += single_[i].feasible ? estimate_[i] : 0.0;
     }
     const double threshold = options_.long_fraction * total / static_cast<double>(gpus_);
@@ -222,7 +222,7 @@ private:
     std::vector<std::size_t> order;
     for (std::size_t j = 0; j < longs_.size(); ++j) {
       if (ctx_.degree(choice[j]) > 1) order.push_back(j);
-      else a.singles.emplace_back(ctx_.packed_estimate(longs_[j].sample, 0, longs_[j].menu[0]),
+      else a.singles.emplace_back(ctx_.packed_estimate(0, longs_[j].menu[0]),
                                   longs_[j].sample);
     }
     std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
@@ -282,8 +282,9 @@ private:
     return false;
   }
 
-  // Full schedule for one allotment: blocks, LPT of single-GPU samples, packing, local search.
-  std::optional<placement> schedule(const std::vector<std::size_t>& choice, double) {
+  // Full schedule for one allotment: blocks, single-GPU samples, packing, local search; nullopt
+  // when a group crosses nodes although its in-node option would not lengthen the step.
+  std::optional<placement> schedule(const std::vector<std::size_t>& choice) {
     const auto a = place_blocks(choice);
     // Two assignments of the single-GPU samples, each packed; the one that finishes first is
     // refined. LPT balances best; filling ranks bucket by bucket up to the average load keeps

@@ -141,11 +141,10 @@ public:
   /// Time this sample adds to a micro-batch at degree index k, with its share of the fixed
   /// per-micro-step cost in proportion to the activation memory it takes (the packer fills
   /// micro-batches to the budget, so that share is how many micro-steps it costs).
-  double packed_estimate(std::size_t i, std::size_t k, const option& alone) const {
+  double packed_estimate(std::size_t k, const option& alone) const {
     const double fixed = empty_seconds_[k];
     const double room = std::max(budget_ - empty_bytes_[k], 1.0);
     const double share = std::clamp((alone.peak_bytes - empty_bytes_[k]) / room, 0.0, 1.0);
-    (void)i;
     return std::max(alone.seconds - fixed, 0.0) + fixed * share;
   }
 
