@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "dcp/concepts/cost_model.hpp"
+#include "dcp/cost/activation_memory.hpp"
 #include "dcp/cost/micro_batch_shape.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/model.hpp"
@@ -219,50 +220,20 @@ private:
 
 public:
 
-  /// Bytes saved per token per layer by the activations of a block kept for backward, with
-  /// FlashAttention (no s² term): attention 8h + 4h_kv, SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f,
-  /// cross-attention 6h (§4.2, Korthikanti et al. accounting).
+  /// Bytes kept per token per layer for backward (dcp/cost/activation_memory.hpp).
   std::int64_t activation_bytes_per_token_layer() const noexcept {
-    const std::int64_t h = model_.hidden;
-    const std::int64_t f = model_.ffn;
-    std::int64_t bytes = 8 * h + 4 * model_.kv_hidden();
-    bytes += model_.mlp == mlp_kind::swiglu ? 4 * h + 6 * f : 4 * h + 4 * f;
-    if (model_.has_cross_attention()) bytes += 6 * h;
-    return bytes;
+    return detail::activation_bytes_per_token_layer(model_);
   }
 
-  /// Selective recomputation drops the two norm outputs and the MLP activation output.
-  std::int64_t saved_by_selective() const noexcept { return 4 * model_.hidden + 2 * model_.ffn; }
+  /// Bytes per token per layer that selective recomputation saves.
+  std::int64_t saved_by_selective() const noexcept { return detail::bytes_saved_by_selective(model_); }
 
+  /// Activations, transients, logits and SP buffers per GPU (§4.2, §4.3).
   double activation_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    const double d = static_cast<double>(c.degree);
-    const double n = std::ceil(static_cast<double>(s.tokens) / d);  // tokens held by one GPU
-    const double h = static_cast<double>(model_.hidden);
-    const double h_kv = static_cast<double>(model_.kv_hidden());
-    const double full = activation_full_;
-    const double kept = c.recompute.selective ? full - selective_saving_ : full;
-    const double recomputed = static_cast<double>(c.recompute.layers);
-    const double stored_layers = static_cast<double>(model_.layers) - recomputed;
-    // Kept activations, checkpointed inputs (2h per token) of recomputed layers, and one
-    // layer's full working set while it is recomputed (§4.2).
-    double bytes = n * (stored_layers * kept + recomputed * 2.0 * h);
-    if (c.recompute.layers > 0) bytes += n * full;
-    // FlashAttention backward transient: FP32 dQ accumulator + BF16 dQ, dK, dV (§4.3).
-    bytes += n * (4.0 * h + 2.0 * (h + 2.0 * h_kv));
-    // Logits and loss: BF16 logits + FP32 upcast per vocabulary entry (§4.2).
-    if (model_.vocab > 0) {
-      const double logit_tokens =
-          training_.chunked_cross_entropy
-              ? std::min(n, static_cast<double>(constants_.loss_chunk_tokens))
-              : n;
-      bytes += logit_tokens * static_cast<double>(model_.vocab) * constants_.logits_bytes_per_entry;
-    }
-    // Communication buffers: two all-to-all tensors (Ulysses) or two KV chunks (ring) (§4.2).
-    if (c.degree > 1) {
-      bytes += c.sp == sequence_parallel::ulysses ? 2.0 * n * (h + 2.0 * h_kv) * 2.0
-                                                  : 2.0 * n * 2.0 * h_kv * 2.0;
-    }
-    return bytes;
+    return detail::activation_bytes_per_gpu(
+        model_, s, c,
+        {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
+         constants_.logits_bytes_per_entry});
   }
 
   friend bool operator==(const analytic_cost_model& a, const analytic_cost_model& b) noexcept {
@@ -276,14 +247,12 @@ private:
   void derive() noexcept {
     per_token_params_ = static_cast<double>(model_.per_token_params());
     block_share_ = static_cast<double>(model_.layers * model_.block_params()) / per_token_params_;
-    activation_full_ = static_cast<double>(activation_bytes_per_token_layer());
     selective_saving_ = static_cast<double>(saved_by_selective());
     states_ = compute_state_bytes();
   }
 
   double per_token_params_ = 0;
   double block_share_ = 0;
-  double activation_full_ = 0;
   double selective_saving_ = 0;
   double states_ = 0;
 

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "dcp/concepts/cost_model.hpp"
+#include "dcp/cost/activation_memory.hpp"
 #include "dcp/cost/micro_batch_shape.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/hardware.hpp"
@@ -326,27 +327,10 @@ public:
   /// Activations, FlashAttention backward transients, logits, communication buffers and ZeRO-3
   /// gather buffers per GPU (§4.2, §4.3; Korthikanti et al. accounting, FlashAttention).
   double dynamic_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    const double d = static_cast<double>(c.degree);
-    const double n = std::ceil(static_cast<double>(s.tokens) / d);
-    const double h = static_cast<double>(model_.hidden);
-    const double h_kv = static_cast<double>(model_.kv_hidden());
-    const double kept = c.recompute.selective ? activation_full_ - selective_saving_ : activation_full_;
-    const double recomputed = static_cast<double>(c.recompute.layers);
-    const double stored_layers = static_cast<double>(model_.layers) - recomputed;
-    double bytes = n * (stored_layers * kept + recomputed * 2.0 * h);
-    if (c.recompute.layers > 0) bytes += n * activation_full_;
-    bytes += n * (4.0 * h + 2.0 * (h + 2.0 * h_kv));
-    if (model_.vocab > 0) {
-      const double logit_tokens =
-          training_.chunked_cross_entropy
-              ? std::min(n, static_cast<double>(constants_.loss_chunk_tokens))
-              : n;
-      bytes += logit_tokens * static_cast<double>(model_.vocab) * constants_.logits_bytes_per_entry;
-    }
-    if (c.degree > 1) {
-      bytes += c.sp == sequence_parallel::ulysses ? 2.0 * n * (h + 2.0 * h_kv) * 2.0
-                                                  : 2.0 * n * 2.0 * h_kv * 2.0;
-    }
+    double bytes = detail::activation_bytes_per_gpu(
+        model_, s, c,
+        {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
+         constants_.logits_bytes_per_entry});
     if (training_.zero_stage == 3) bytes += 2.0 * 2.0 * static_cast<double>(model_.block_params());
     return bytes;
   }
@@ -395,11 +379,7 @@ private:
     const std::int64_t f = model_.ffn;
     per_token_params_ = static_cast<double>(model_.per_token_params());
     block_params_ = static_cast<double>(model_.block_params());
-    std::int64_t activation = 8 * h + 4 * model_.kv_hidden();
-    activation += model_.mlp == mlp_kind::swiglu ? 4 * h + 6 * f : 4 * h + 4 * f;
-    if (model_.has_cross_attention()) activation += 6 * h;
-    activation_full_ = static_cast<double>(activation);
-    selective_saving_ = static_cast<double>(4 * h + 2 * f);
+    selective_saving_ = static_cast<double>(detail::bytes_saved_by_selective(model_));
     // Memory-bound bytes per token per layer, forward [D]: two norms (read + write 2h each:
     // 8h), RoPE on Q and K (4h + 4h_kv), two residual adds (read 4h, write 2h each: 12h), the
     // MLP activation (SwiGLU reads 4f, writes 2f; GELU 4f).
@@ -502,7 +482,6 @@ private:
   saturating_curve backward_{};
   double per_token_params_ = 0;
   double block_params_ = 0;
-  double activation_full_ = 0;
   double selective_saving_ = 0;
   double elementwise_bytes_ = 0;
   double loss_bytes_ = 0;

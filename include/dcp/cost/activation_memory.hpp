@@ -1,0 +1,72 @@
+#pragma once
+// Activation memory per GPU, shared by the planner's analytic model and the simulator's truth
+// model: both use the same accounting (Korthikanti et al., with FlashAttention — perf-model.md
+// §4.2-§4.3) and differ in what they add around it (fragmentation, buffers, constants).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "dcp/cost/micro_batch_shape.hpp"
+#include "dcp/spec/model.hpp"
+#include "dcp/spec/training.hpp"
+
+namespace dcp::detail {
+
+/// Bytes saved per token per layer of a block kept for backward, with FlashAttention (no s²
+/// term): attention 8h + 4h_kv, SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f, cross-attention 6h.
+inline std::int64_t activation_bytes_per_token_layer(const model_spec& model) noexcept {
+  const std::int64_t h = model.hidden;
+  const std::int64_t f = model.ffn;
+  std::int64_t bytes = 8 * h + 4 * model.kv_hidden();
+  bytes += model.mlp == mlp_kind::swiglu ? 4 * h + 6 * f : 4 * h + 4 * f;
+  if (model.has_cross_attention()) bytes += 6 * h;
+  return bytes;
+}
+
+/// Selective recomputation drops the two norm outputs and the MLP activation output.
+inline std::int64_t bytes_saved_by_selective(const model_spec& model) noexcept {
+  return 4 * model.hidden + 2 * model.ffn;
+}
+
+/// How the loss keeps its logits.
+struct logits_memory {
+  bool chunked = false;              ///< fused/chunked cross-entropy
+  std::int64_t chunk_tokens = 8192;  ///< tokens per chunk when chunked
+  double bytes_per_entry = 6;        ///< BF16 logits + FP32 upcast
+};
+
+/// Activations, FlashAttention backward transients, logits and sequence-parallel buffers on one
+/// GPU of a group running `s` with config `c` (§4.2, §4.3).
+inline double activation_bytes_per_gpu(const model_spec& model, const micro_batch_shape& s,
+                                       const execution_config& c,
+                                       const logits_memory& logits) noexcept {
+  const double d = static_cast<double>(c.degree);
+  const double n = std::ceil(static_cast<double>(s.tokens) / d);  // tokens held by one GPU
+  const double h = static_cast<double>(model.hidden);
+  const double h_kv = static_cast<double>(model.kv_hidden());
+  const double full = static_cast<double>(activation_bytes_per_token_layer(model));
+  const double kept =
+      c.recompute.selective ? full - static_cast<double>(bytes_saved_by_selective(model)) : full;
+  const double recomputed = static_cast<double>(c.recompute.layers);
+  const double stored_layers = static_cast<double>(model.layers) - recomputed;
+  // Kept activations, checkpointed inputs (2h per token) of recomputed layers, and one layer's
+  // full working set while it is recomputed.
+  double bytes = n * (stored_layers * kept + recomputed * 2.0 * h);
+  if (c.recompute.layers > 0) bytes += n * full;
+  // FlashAttention backward transient: FP32 dQ accumulator + BF16 dQ, dK, dV.
+  bytes += n * (4.0 * h + 2.0 * (h + 2.0 * h_kv));
+  if (model.vocab > 0) {
+    const double logit_tokens =
+        logits.chunked ? std::min(n, static_cast<double>(logits.chunk_tokens)) : n;
+    bytes += logit_tokens * static_cast<double>(model.vocab) * logits.bytes_per_entry;
+  }
+  // Communication buffers: two all-to-all tensors (Ulysses) or two KV chunks (ring).
+  if (c.degree > 1) {
+    bytes += c.sp == sequence_parallel::ulysses ? 2.0 * n * (h + 2.0 * h_kv) * 2.0
+                                                : 2.0 * n * 2.0 * h_kv * 2.0;
+  }
+  return bytes;
+}
+
+}  // namespace dcp::detail
