@@ -13,12 +13,8 @@
 
 namespace dcp::testing {
 
-/// Every promise a plan of `batch` made with `cost` must keep. `best_static` is the makespan of
-/// the best static layout computed independently (0 if none is feasible).
-template <class Cost>
-void check_promises(const step_plan& plan, const std::vector<sample>& batch, const Cost& cost,
-                    double best_static) {
-  // 1. Every sample exactly once.
+/// Promise 1: the plan's micro-steps hold every sample of the batch exactly once.
+inline void check_every_sample_once(const step_plan& plan, const std::vector<sample>& batch) {
   std::vector<std::uint64_t> planned;
   for (const auto& m : plan.micro_steps) planned.insert(planned.end(), m.sample_ids.begin(), m.sample_ids.end());
   std::vector<std::uint64_t> expected;
@@ -26,6 +22,15 @@ void check_promises(const step_plan& plan, const std::vector<sample>& batch, con
   std::sort(planned.begin(), planned.end());
   std::sort(expected.begin(), expected.end());
   REQUIRE(planned == expected);
+}
+
+/// Every promise a plan of `batch` made with `cost` must keep. `best_static` is the makespan of
+/// the best static layout computed independently (0 if none is feasible).
+template <class Cost>
+void check_promises(const step_plan& plan, const std::vector<sample>& batch, const Cost& cost,
+                    double best_static) {
+  // 1. Every sample exactly once.
+  check_every_sample_once(plan, batch);
 
   std::map<std::uint64_t, sample> by_id;
   for (const auto& s : batch) by_id[s.id] = s;

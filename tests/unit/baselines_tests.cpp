@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../support/batches.hpp"
+#include "../support/promises.hpp"
 #include "dcp/baselines/baselines.hpp"
 #include "dcp/dcp.hpp"
 
@@ -65,13 +66,7 @@ std::vector<sample> shuffled(std::vector<sample> batch, std::uint64_t seed) {
 /// summing to one; the makespan is the last end. Returns how many micro-steps exceed the budget.
 std::size_t check_peer_plan(const step_plan& plan, const std::vector<sample>& batch,
                             const analytic_cost_model& cost) {
-  std::vector<std::uint64_t> planned;
-  for (const auto& m : plan.micro_steps) planned.insert(planned.end(), m.sample_ids.begin(), m.sample_ids.end());
-  std::vector<std::uint64_t> expected;
-  for (const auto& s : batch) expected.push_back(s.id);
-  std::sort(planned.begin(), planned.end());
-  std::sort(expected.begin(), expected.end());
-  REQUIRE(planned == expected);
+  dcp::testing::check_every_sample_once(plan, batch);
 
   std::map<std::uint64_t, sample> by_id;
   for (const auto& s : batch) by_id[s.id] = s;
