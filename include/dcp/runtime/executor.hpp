@@ -17,10 +17,11 @@
 
 namespace dcp {
 
-/// What the framework measured for one micro-batch (feeds online calibration later).
+/// What the framework measured for one micro-batch (dcp::calibrated<M>::observe reads it).
 struct execution_report {
-  double seconds = 0;     ///< wall time of forward + backward
-  double peak_bytes = 0;  ///< peak device bytes
+  double seconds = 0;          ///< wall time of forward + backward
+  double peak_bytes = 0;       ///< peak device bytes
+  bool out_of_memory = false;  ///< the micro-batch ran out of device memory and did not finish
 
   friend bool operator==(const execution_report&, const execution_report&) = default;
 };
