@@ -11,6 +11,7 @@
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
 #include "dcp/cost/analytic.hpp"
+#include "dcp/cost/calibrated.hpp"
 #include "dcp/cost/micro_batch_shape.hpp"
 #include "dcp/error.hpp"
 #include "dcp/placement/balanced.hpp"

@@ -46,6 +46,10 @@ public:
   const Recompute& recompute() const noexcept { return recompute_; }
   const Placement& placement_policy() const noexcept { return placement_; }
 
+  /// Replaces the cost model; plans made afterwards use it (e.g. a calibrated<M> after
+  /// observe()). Every rank must make the same replacement before its next plan.
+  void set_cost(Cost cost) { cost_ = std::move(cost); }
+
   /// The plan of one training step for this batch. Throws invalid_sample for malformed samples
   /// and sample_does_not_fit for a sample no configuration can hold.
   step_plan plan(std::span<const sample> batch) const {

@@ -42,6 +42,13 @@ struct cost_with_string_budget : minimal_cost {
   std::string_view memory_budget() const { return "lots"; }
 };
 static_assert(dcp::cost_model<minimal_cost>);
+// calibrated<M> is a cost model over any cost model: M's own terms, or one term for a model
+// that does not split its time.
+static_assert(dcp::cost_model<dcp::calibrated<minimal_cost>>);
+static_assert(dcp::cost_model<dcp::calibrated<dcp::analytic_cost_model>>);
+static_assert(dcp::calibrated<minimal_cost>::time_term_count == 1);
+static_assert(dcp::calibrated<dcp::analytic_cost_model>::time_term_count ==
+              dcp::analytic_cost_model::time_term_count);
 static_assert(dcp::cost_model<dcp::analytic_cost_model>);
 static_assert(!dcp::cost_model<cost_without_peak_bytes>);
 static_assert(!dcp::cost_model<cost_with_mutable_seconds>);

@@ -6,10 +6,12 @@
 #include <span>
 #include <vector>
 
+#include "dcp/runtime/calibrated_step.hpp"
 #include "dcp/runtime/communicator.hpp"
 #include "dcp/runtime/executor.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/runtime/in_process.hpp"
+#include "dcp/scheduler.hpp"
 
 namespace {
 
@@ -98,3 +100,9 @@ static_assert(dcp::micro_batch_executor<executor_for_another_group, dcp::in_proc
 static_assert(!dcp::micro_batch_executor<executor_without_loss_scale, minimal_group>);
 
 }  // namespace
+
+// ---- calibrating_scheduler ---------------------------------------------------------------------
+static_assert(dcp::calibrating_scheduler<
+              dcp::DataCentricScheduler<dcp::calibrated<dcp::analytic_cost_model>>>);
+// A scheduler over a plain cost model cannot refit, so run_calibrated_step does not take it.
+static_assert(!dcp::calibrating_scheduler<dcp::DataCentricScheduler<>>);

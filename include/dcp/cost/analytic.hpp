@@ -4,8 +4,10 @@
 // ../shared/research/perf-model.md (section numbers below).
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/cost/activation_memory.hpp"
@@ -69,7 +71,6 @@ public:
     const double peak = cluster_.gpu.peak_flops;
     const double d = static_cast<double>(c.degree);
     const double layers = static_cast<double>(model_.layers);
-    const double h = static_cast<double>(model_.hidden);
     const double tokens = static_cast<double>(s.tokens);
     const double recomputed = static_cast<double>(c.recompute.layers);
     // Dense: 6 N per token, LM head included (§2.1); full recompute repeats the forward
@@ -77,18 +78,27 @@ public:
     const double dense_flops = 6.0 * per_token_params_ * tokens;
     const double recompute_flops =
         2.0 * per_token_params_ * block_share_ * tokens * (recomputed / layers);
-    // Attention: forward 4 h per (query, key) pair per layer, backward 2.5x forward in the
-    // FlashAttention convention (§1.2, §2.1); cross-attention pairs = tokens x text tokens.
-    const double pairs =
-        s.attention_pairs + tokens * static_cast<double>(model_.text_tokens);
-    const double attention_forward = 4.0 * h * pairs * layers;
-    const double attention_seconds =
-        attention_forward / (constants_.attention_forward_efficiency * peak) +
-        2.5 * attention_forward / (constants_.attention_backward_efficiency * peak) +
-        4.0 * h * pairs * recomputed / (constants_.attention_forward_efficiency * peak);
     const double dense_seconds =
         (dense_flops + recompute_flops) / (constants_.dense_efficiency * peak);
-    return (dense_seconds + attention_seconds) / d + selective_seconds(s, c);
+    return (dense_seconds + attention_compute_seconds(s, c)) / d + selective_seconds(s, c);
+  }
+
+  /// Attention FLOPs of the whole micro-batch over peak x efficiency (one GPU's share is this
+  /// over the degree): forward 4 h per (query, key) pair per layer, backward 2.5x forward in the
+  /// FlashAttention convention (§1.2, §2.1), recomputed layers one more forward;
+  /// cross-attention pairs = tokens x text tokens.
+  double attention_compute_seconds(const micro_batch_shape& s,
+                                   const execution_config& c) const noexcept {
+    const double peak = cluster_.gpu.peak_flops;
+    const double layers = static_cast<double>(model_.layers);
+    const double h = static_cast<double>(model_.hidden);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    const double pairs =
+        s.attention_pairs + static_cast<double>(s.tokens) * static_cast<double>(model_.text_tokens);
+    const double attention_forward = 4.0 * h * pairs * layers;
+    return attention_forward / (constants_.attention_forward_efficiency * peak) +
+           2.5 * attention_forward / (constants_.attention_backward_efficiency * peak) +
+           4.0 * h * pairs * recomputed / (constants_.attention_forward_efficiency * peak);
   }
 
   /// Selective recomputation re-runs norms and the MLP activation: memory-bound, so its cost is
@@ -143,6 +153,16 @@ public:
   }
 
 private:
+  /// Collectives of one micro-step: Ulysses 4 all-to-alls per pass, ring (d-1) steps per layer
+  /// pass (§3.2, §3.3).
+  double collectives(const execution_config& c) const noexcept {
+    if (c.degree <= 1) return 0.0;
+    const double layers = static_cast<double>(model_.layers);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    if (c.sp == sequence_parallel::ulysses) return 4.0 * (2.0 * layers + recomputed);
+    return (static_cast<double>(c.degree) - 1.0) * (3.0 * layers + recomputed);
+  }
+
   double ring_latency_seconds(const execution_config& c) const noexcept {
     const double d = static_cast<double>(c.degree);
     const double layers = static_cast<double>(model_.layers);
@@ -195,10 +215,83 @@ public:
     return alpha + volume / bus;
   }
 
+  // ---- the time split into terms (for dcp::calibrated) -----------------------------------
+
+  /// Basis functions of time, in seconds at this model's constants. seconds(s, c) equals
+  /// sum_k time_term_priors[k] * time_terms(s, c)[k]. The last four have prior weight 0:
+  /// effects this model leaves out that a calibration against measurements may find —
+  /// memory-bound passes over the hidden state (norms, RoPE, residuals, activations), the
+  /// partly filled last wave of a GEMM (a fixed cost per micro-step that grows with the FLOPs
+  /// per token), per-hop latency of the collectives, and the kernel launches of recomputed
+  /// layers.
+  static constexpr std::size_t time_term_count = 11;
+  static constexpr std::array<std::string_view, time_term_count> time_term_names{
+      "dense",   "attention",   "selective", "all_to_all",      "ring_exposed",   "latency",
+      "overhead", "elementwise", "gemm_wave", "collective_hops", "recompute_launches"};
+  static constexpr std::array<double, time_term_count> time_term_priors{1, 1, 1, 1, 1, 1,
+                                                                        1, 0, 0, 0, 0};
+
+  std::array<double, time_term_count> time_terms(const micro_batch_shape& s,
+                                                 const execution_config& c) const noexcept {
+    std::array<double, time_term_count> t{};
+    const double peak = cluster_.gpu.peak_flops;
+    const double d = static_cast<double>(c.degree);
+    const double layers = static_cast<double>(model_.layers);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    const double tokens = static_cast<double>(s.tokens);
+    const double flops_per_token =
+        6.0 * per_token_params_ + 2.0 * per_token_params_ * block_share_ * (recomputed / layers);
+    t[0] = flops_per_token * tokens / (constants_.dense_efficiency * peak) / d;
+    t[1] = attention_compute_seconds(s, c) / d;
+    t[2] = selective_seconds(s, c);
+    if (c.degree > 1) {
+      if (c.sp == sequence_parallel::ulysses) {
+        t[3] = communication_seconds(s, c) - communication_seconds(micro_batch_shape{}, c);
+        t[5] = communication_seconds(micro_batch_shape{}, c);
+      } else {
+        t[4] = ring_exposed_seconds(s, c);
+        t[5] = ring_latency_seconds(c);
+      }
+    }
+    t[6] = overhead_seconds(c);
+    // Basis terms with prior 0, each at a plain physical scale: one BF16 read and write of the
+    // hidden state per token per layer pass (forward, backward twice, recomputed forward) over
+    // HBM; one 128-row tile of every GEMM; one intra-node latency per member per collective;
+    // a third of a layer's kernels (its forward) launched again per recomputed layer.
+    const double passes = 3.0 * layers + recomputed;
+    t[7] = tokens / d * passes * 4.0 * static_cast<double>(model_.hidden) /
+           (constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth);
+    t[8] = flops_per_token * 128.0 / (constants_.dense_efficiency * peak);
+    t[9] = collectives(c) * (d - 1.0) * cluster_.intra_node_latency;
+    t[10] = recomputed * constants_.kernels_per_layer / 3.0 * constants_.kernel_launch_seconds;
+    return t;
+  }
+
+  /// Each term's floor on what `s` adds to any micro-batch with config `c`, in the terms of
+  /// time_terms: sum_k priors[k] * marginal_time_terms(s, c)[k] == marginal_seconds(s, c) before
+  /// the clamp at 0 (the ring entry is minus the attention that can hide other transfers).
+  std::array<double, time_term_count> marginal_time_terms(const micro_batch_shape& s,
+                                                          const execution_config& c) const noexcept {
+    auto t = time_terms(s, c);
+    t[4] = c.degree > 1 && c.sp == sequence_parallel::ring ? -ring_overlap_seconds(s, c) : 0.0;
+    t[5] = t[6] = t[8] = t[9] = t[10] = 0.0;
+    return t;
+  }
+
   // ---- memory -----------------------------------------------------------------------------
 
   double peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return state_bytes() + training_.runtime_reserve_bytes + activation_bytes(s, c);
+  }
+
+  /// Peak bytes split into terms (for dcp::calibrated): what stays for the whole step (model
+  /// states and the runtime reserve) and what the micro-batch adds. peak_bytes == their sum.
+  static constexpr std::size_t memory_term_count = 2;
+  static constexpr std::array<std::string_view, memory_term_count> memory_term_names{"static",
+                                                                                     "activations"};
+  std::array<double, memory_term_count> memory_terms(const micro_batch_shape& s,
+                                                     const execution_config& c) const noexcept {
+    return {state_bytes() + training_.runtime_reserve_bytes, activation_bytes(s, c)};
   }
 
   /// Parameters, gradients and Adam state per GPU under the ZeRO stage over the world (§4.1),

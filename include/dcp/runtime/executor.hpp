@@ -11,20 +11,12 @@
 #include "dcp/error.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/runtime/communicator.hpp"
+#include "dcp/runtime/execution_report.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/runtime/plan_agreement.hpp"
 #include "dcp/spec/training.hpp"
 
 namespace dcp {
-
-/// What the framework measured for one micro-batch (dcp::calibrated<M>::observe reads it).
-struct execution_report {
-  double seconds = 0;          ///< wall time of forward + backward
-  double peak_bytes = 0;       ///< peak device bytes
-  bool out_of_memory = false;  ///< the micro-batch ran out of device memory and did not finish
-
-  friend bool operator==(const execution_report&, const execution_report&) = default;
-};
 
 /// A framework's runner of one micro-batch on a group of ranks.
 ///
