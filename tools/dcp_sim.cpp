@@ -54,6 +54,19 @@ std::vector<evaluation::policy_entry> make_policies(const evaluation::scenario& 
   add("flexsp", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::flexsp_like>(*cost));
   add("verl", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::verl_balanced_dp>(*cost));
   add("wlb-llm", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::wlb_llm>(*cost));
+  {
+    // Ours with online calibration: plans with calibrated<analytic_cost_model>, refitted after
+    // every step from what its micro-steps measured on the simulated hardware. Last, so that
+    // the other policies keep their noise seeds (the seed mixes in the policy's index).
+    using calibrating = DataCentricScheduler<calibrated<cost_t>>;
+    const auto shared = std::make_shared<calibrating>(calibrated<cost_t>(*cost));
+    all.push_back({"dcp-calibrated", [shared](std::span<const sample> batch) { return shared->plan(batch); },
+                   [shared](std::span<const observation> measured) {
+                     auto model = shared->cost();
+                     model.observe(measured);
+                     shared->set_cost(std::move(model));
+                   }});
+  }
   if (wanted.empty()) return all;
   std::vector<evaluation::policy_entry> chosen;
   for (const auto& name : wanted) {

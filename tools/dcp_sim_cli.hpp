@@ -62,7 +62,7 @@ Options (defaults in brackets):
   --steps N           steps per policy  [50]
   --seed S            seed of the first step's batch  [1]
   --policies LIST     comma-separated: dcp,static,paper-baseline,megatron-dcp,videosys-dcp,
-                      flexsp,verl,wlb-llm  [all]
+                      flexsp,verl,wlb-llm,dcp-calibrated  [all]
   --json              print JSON instead of tables
   --out DIR           write SVG figures (timelines, throughput, utilisation) into DIR
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)

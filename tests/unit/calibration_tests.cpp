@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "../support/promises.hpp"
 #include "dcp/cost/calibrated.hpp"
 #include "dcp/dcp.hpp"
+#include "dcp/evaluation/compare.hpp"
 #include "dcp/runtime/calibrated_step.hpp"
 #include "dcp/runtime/in_process.hpp"
 #include "dcp/runtime/profiler.hpp"
@@ -434,4 +436,45 @@ TEST_CASE("Calibration.profile_grid_errors_name_the_field") {
   grid.repetitions = 1;
   grid.degrees = {3, 16};  // neither runs on 8 GPUs: no points
   CHECK(profile_points(base, grid).empty());
+}
+
+TEST_CASE("Calibration.online_in_the_simulator_predicts_what_the_hardware_does") {
+  // The simulator's policy hook: a calibrating policy sees every micro-step it planned, as run,
+  // after each step, and its predictions of the makespan come true.
+  evaluation::scenario sc;
+  sc.name = "wikipedia-8";
+  sc.model = models::llama3_8b();
+  sc.cluster = one_node();
+  sc.draw = [](std::uint64_t seed) {
+    return workload::split_to_context(workload::draw_batch(workload::wikipedia(), 250'000, seed), 65'536).samples;
+  };
+  sc.steps = 12;
+  const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
+  const auto plain = std::make_shared<DataCentricScheduler<>>(cost);
+  const auto learning = std::make_shared<DataCentricScheduler<calibrated<analytic_cost_model>>>(
+      calibrated<analytic_cost_model>(cost));
+  std::size_t observed = 0, planned = 0;
+  const std::vector<evaluation::policy_entry> policies{
+      {"dcp", [plain](std::span<const sample> b) { return plain->plan(b); }},
+      {"dcp-calibrated",
+       [&, learning](std::span<const sample> b) {
+         auto plan = learning->plan(b);
+         planned += plan.micro_steps.size();
+         return plan;
+       },
+       [&, learning](std::span<const observation> measured) {
+         observed += measured.size();
+         auto model = learning->cost();
+         model.observe(measured);
+         learning->set_cost(std::move(model));
+       }}};
+  const auto result = evaluation::run(sc, policies);
+  CHECK(observed == planned);
+  CHECK(learning->cost().report().observations > 0);
+  const auto& before = result.policies[0];
+  const auto& after = result.policies[1];
+  MESSAGE("mean makespan prediction error: analytic ", before.prediction_error, ", calibrated online ",
+          after.prediction_error, "; tokens/s ", before.tokens_per_s, " -> ", after.tokens_per_s);
+  CHECK(after.prediction_error < 0.6 * before.prediction_error);
+  CHECK(after.oom_events == 0);
 }

@@ -11,9 +11,11 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "dcp/cost/calibrated.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_bound.hpp"
@@ -21,11 +23,36 @@
 
 namespace dcp::evaluation {
 
-/// A policy under comparison: a name and a function that plans a batch.
+/// A policy under comparison: a name, a function that plans a batch, and optionally one that
+/// receives what each of its micro-steps measured on the simulated hardware after every step
+/// (an online-calibrating policy learns from it, as it would from a framework's reports).
 struct policy_entry {
   std::string name;
   std::function<step_plan(std::span<const sample>)> plan;
+  std::function<void(std::span<const observation>)> observe{};
 };
+
+/// What a framework would have measured for each micro-step of `plan` in the simulated step:
+/// its duration as run (noise and NIC sharing included), its true peak, and whether it ran out
+/// of memory. Indexed like plan.micro_steps.
+inline std::vector<observation> observations_of(const step_plan& plan, std::span<const sample> batch,
+                                                const sim::step_result& simulated) {
+  std::unordered_map<std::uint64_t, const sample*> by_id;
+  by_id.reserve(batch.size());
+  for (const auto& s : batch) by_id.emplace(s.id, &s);
+  std::vector<observation> out;
+  out.reserve(plan.micro_steps.size());
+  for (std::size_t i = 0; i < plan.micro_steps.size(); ++i) {
+    const auto& m = plan.micro_steps[i];
+    const auto& sm = simulated.micro_steps[i];
+    observation o;
+    o.config = m.config;
+    for (const auto id : m.sample_ids) o.shape += micro_batch_shape::of(*by_id.at(id));
+    o.report = {sm.seconds(), sm.peak_bytes, sm.oom};
+    out.push_back(o);
+  }
+  return out;
+}
 
 /// One workload on one cluster: a model, the cluster, training settings, and how each step's
 /// batch is drawn (a pure function of the step's seed).
@@ -180,6 +207,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       record.oom_events = simulated.oom_events;
       record.planning_ms = planning_ms;
       record.predicted_seconds = plan.makespan_seconds;
+      if (policies[k].observe) policies[k].observe(observations_of(plan, batch, simulated));
       auto& out = result.policies[k];
       out.steps.push_back(record);
       if (step == 0) out.first_step = std::move(simulated);
