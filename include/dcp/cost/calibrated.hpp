@@ -375,13 +375,17 @@ public:
       if (o.report.out_of_memory) {
         ++out_of_memory_;
         out_of_memory_shapes_.push_back(o);
-        if (out_of_memory_shapes_.size() > options_.window)
-          out_of_memory_shapes_.erase(out_of_memory_shapes_.begin());
       } else {
         window_.push_back(o);
-        if (window_.size() > options_.window) window_.erase(window_.begin());
       }
     }
+    // Keep the most recent `window` of each (one erase per call, not per observation).
+    const auto keep_recent = [&](std::vector<observation>& v) {
+      if (v.size() > options_.window)
+        v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() - options_.window));
+    };
+    keep_recent(window_);
+    keep_recent(out_of_memory_shapes_);
     refit();
   }
 
