@@ -478,3 +478,40 @@ TEST_CASE("Calibration.online_in_the_simulator_predicts_what_the_hardware_does")
   CHECK(after.prediction_error < 0.6 * before.prediction_error);
   CHECK(after.oom_events == 0);
 }
+
+namespace {
+/// truth_executor without discard_gradients: it cannot undo a step that ran out of memory.
+struct executor_without_discard {
+  truth_executor inner;
+  execution_report run(const micro_step& m, in_process_communicator& group, recompute_setting r, double s) {
+    return inner.run(m, group, r, s);
+  }
+};
+}  // namespace
+
+TEST_CASE("Calibration.out_of_memory_without_discard_gradients_is_a_clear_error") {
+  const no_headroom_scenario scenario;
+  const auto msg = message_of([&] {
+    run_ranks(8, [&](in_process_communicator& comm) {
+      group_cache<in_process_communicator> cache(comm);
+      auto scheduler = scenario.scheduler();
+      executor_without_discard executor{{&scenario.truth, &scenario.batch}};
+      run_calibrated_step(comm, cache, scheduler, scenario.batch, executor);
+    });
+  });
+  CHECK(contains(msg, "ran out of memory, first "));
+  CHECK(contains(msg, "the executor has no discard_gradients() to undo the partial step"));
+}
+
+TEST_CASE("Calibration.share_observations_rejects_reports_that_do_not_match_the_plan") {
+  const no_headroom_scenario scenario;
+  const auto plan = DataCentricScheduler<>(scenario.base).plan(scenario.batch);
+  const auto msg = message_of([&] {
+    run_ranks(8, [&](in_process_communicator& comm) {
+      const std::vector<execution_report> none;  // every rank has micro-steps, none reported
+      share_observations(comm, plan, scenario.batch, none);
+    });
+  });
+  CHECK(contains(msg, "share_observations: rank "));
+  CHECK(contains(msg, " has 0 reports for its "));
+}
