@@ -1,11 +1,13 @@
 // dcp::mpi::communicator on a real multi-process world. CTest runs it as
 // `mpiexec --oversubscribe -np 4 dcp_mpi_tests` (test mpi.conformance_4_ranks, label mpi):
-// the conformance checks, the group cache, plan agreement and run_step over MPI_COMM_WORLD.
+// the conformance checks, the group cache, plan agreement, run_step and run_calibrated_step over
+// MPI_COMM_WORLD.
 // Every rank collects its failures; the exit code is non-zero on every rank if any rank failed.
 // An unexpected exception aborts the whole job (MPI_Abort) rather than leaving ranks waiting.
 
 #include <mpi.h>
 
+#include <bit>
 #include <cstdint>
 #include <exception>
 #include <iostream>
@@ -18,9 +20,11 @@
 #include "../support/errors.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/mpi/communicator.hpp"
+#include "dcp/runtime/calibrated_step.hpp"
 #include "dcp/runtime/executor.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/runtime/plan_agreement.hpp"
+#include "dcp/sim/truth_model.hpp"
 #include "dcp/testing/communicator_conformance.hpp"
 
 namespace {
@@ -188,6 +192,66 @@ void check_run_step(communicator& world, failures& f) {
   f.expect(executor.calls.size() == mine.size(), "the second step ran a different number of micro-steps");
 }
 
+/// Reports the simulator's truth model for its micro-batches, each rank its own measurement
+/// (rank r sees (1 + r/100) x the truth), and out of memory where the true peak exceeds the GPU.
+struct truth_executor {
+  const dcp::sim::truth_model* truth;
+  const std::vector<dcp::sample>* batch;
+  std::int64_t world_rank = 0;
+  int discarded = 0;
+  dcp::execution_report run(const dcp::micro_step& m, communicator& group, dcp::recompute_setting r, double) {
+    (void)members_of(group, world_rank);  // a collective over the group, as a real one runs
+    dcp::micro_batch_shape s;
+    for (const auto id : m.sample_ids)
+      for (const auto& x : *batch)
+        if (x.id == id) s += dcp::micro_batch_shape::of(x);
+    const dcp::execution_config c{m.degree(), truth->training().sp, r};
+    const double peak = truth->peak_bytes(s, c);
+    return {truth->seconds(s, c) * (1.0 + 0.01 * static_cast<double>(world_rank)), peak,
+            peak > truth->capacity_bytes()};
+  }
+  void discard_gradients() { ++discarded; }
+};
+
+/// Online calibration across processes: every rank refits from the same shared measurements, so
+/// after each step all ranks hold the same model (bit for bit) and keep agreeing on plans; a step
+/// that ran out of memory is re-planned on every rank.
+void check_calibrated_step(communicator& world, failures& f) {
+  dcp::cluster_spec cluster;
+  cluster.gpus = 4;
+  cluster.gpus_per_node = 4;
+  cluster.gpu = dcp::gpus::h200_sxm();
+  dcp::training_spec no_headroom;  // the first plans ride on the GPU's last bytes
+  no_headroom.headroom_fraction = 0;
+  const dcp::sim::truth_model truth(dcp::models::llama3_8b(), cluster, no_headroom);
+  using model = dcp::calibrated<dcp::analytic_cost_model>;
+  dcp::DataCentricScheduler<model> scheduler{model(dcp::analytic_cost_model(dcp::models::llama3_8b(), cluster, no_headroom))};
+  dcp::group_cache<communicator> cache(world);
+  std::int64_t replans = 0;
+  for (std::uint64_t step = 0; step < 3; ++step) {
+    const auto batch = dcp::testing::heavy_tailed_batch(11 + step, 96, 65536);
+    truth_executor executor{&truth, &batch, world.rank()};
+    const auto result = dcp::run_calibrated_step(world, cache, scheduler, batch, executor);
+    replans += result.attempts - 1;
+    f.expect(executor.discarded == result.attempts - 1, "discarded gradients " + std::to_string(executor.discarded) +
+                                                            " times in " + std::to_string(result.attempts) + " attempts");
+    // The same model on every rank: gather the bits of its weights.
+    std::vector<std::int64_t> mine;
+    for (const double w : scheduler.cost().time_weights()) mine.push_back(std::bit_cast<std::int64_t>(w));
+    for (const double w : scheduler.cost().memory_weights()) mine.push_back(std::bit_cast<std::int64_t>(w));
+    mine.push_back(static_cast<std::int64_t>(result.plan.fingerprint));
+    mine.push_back(result.attempts);
+    const auto all = world.all_gather(mine);
+    for (std::size_t r = 1; r < 4; ++r)
+      f.expect(std::equal(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * mine.size())),
+               "step " + std::to_string(step) + ": rank " + std::to_string(r) + " holds another model, plan or attempt count");
+    for (const auto& o : result.observations)
+      f.expect(!o.report.out_of_memory, "the finished plan has a micro-step out of memory");
+  }
+  f.expect(replans >= 1, "no step ran out of memory: the scenario no longer tests the re-plan");
+  f.expect(scheduler.cost().report().observations > 0, "nothing was observed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -207,6 +271,7 @@ int main(int argc, char** argv) {
       {"group_cache", check_group_cache},
       {"agreement", check_agreement},
       {"run_step", check_run_step},
+      {"calibrated_step", check_calibrated_step},
   };
   for (const auto& [name, check] : checks) {
     try {
