@@ -515,3 +515,24 @@ TEST_CASE("Calibration.share_observations_rejects_reports_that_do_not_match_the_
   CHECK(contains(msg, "share_observations: rank "));
   CHECK(contains(msg, " has 0 reports for its "));
 }
+
+TEST_CASE("Calibration.a_model_without_terms_gets_one_weight") {
+  // sim::truth_model does not split its time: calibrated<> refits it as one term. Hardware 30 %
+  // slower than it says, uniformly, is learned exactly.
+  const auto truth = slow_truth();
+  calibrated<sim::truth_model> model(truth);
+  static_assert(calibrated<sim::truth_model>::time_term_count == 1);
+  CHECK(calibrated<sim::truth_model>::time_term_names()[0] == "seconds");
+  auto observations = measure(truth, draw_micro_batches(truth, 11, 30), 3);
+  for (auto& o : observations) {
+    o.report.seconds = 1.3 * truth.seconds(o.shape, o.config);
+    o.report.peak_bytes = 0;
+  }
+  model.observe(observations);
+  CHECK(model.time_weights()[0] == doctest::Approx(1.3).epsilon(1e-3));
+  for (const auto& [s, c] : draw_micro_batches(truth, 7, 50)) {
+    CHECK(model.seconds(s, c) == doctest::Approx(1.3 * truth.seconds(s, c)).epsilon(1e-3));
+    CHECK(model.marginal_seconds(s, c) == doctest::Approx(1.3 * truth.marginal_seconds(s, c)).epsilon(1e-3));
+    CHECK(model.peak_bytes(s, c) == truth.peak_bytes(s, c));  // no peak was measured
+  }
+}
