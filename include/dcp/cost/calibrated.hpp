@@ -138,132 +138,161 @@ struct memory_terms_of<M> {
   }
 };
 
+template <std::size_t K>
+using square_matrix = std::array<std::array<double, K>, K>;
+
+/// Solves A_FF x = b_F on the indices where `free` is set (Gaussian elimination with partial
+/// pivoting); the result is scattered back to K entries, 0 elsewhere.
+template <std::size_t K>
+std::array<double, K> solve_on_free_set(const square_matrix<K>& a, const std::array<double, K>& b,
+                                        const std::array<bool, K>& free) {
+  std::array<std::size_t, K> index{};
+  std::size_t n = 0;
+  for (std::size_t k = 0; k < K; ++k)
+    if (free[k]) index[n++] = k;
+  std::array<std::array<double, K + 1>, K> m{};
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < n; ++j) m[i][j] = a[index[i]][index[j]];
+    m[i][n] = b[index[i]];
+  }
+  for (std::size_t col = 0; col < n; ++col) {
+    std::size_t pivot = col;
+    for (std::size_t r = col + 1; r < n; ++r)
+      if (std::abs(m[r][col]) > std::abs(m[pivot][col])) pivot = r;
+    std::swap(m[col], m[pivot]);
+    for (std::size_t r = col + 1; r < n; ++r) {
+      const double f = m[r][col] / m[col][col];
+      for (std::size_t j = col; j <= n; ++j) m[r][j] -= f * m[col][j];
+    }
+  }
+  std::array<double, K> packed{};
+  for (std::size_t i = n; i-- > 0;) {
+    double v = m[i][n];
+    for (std::size_t j = i + 1; j < n; ++j) v -= m[i][j] * packed[j];
+    packed[i] = v / m[i][i];
+  }
+  std::array<double, K> out{};
+  for (std::size_t i = 0; i < n; ++i) out[index[i]] = packed[i];
+  return out;
+}
+
+/// The clamped index whose gradient (Aw - b) is most negative (it wants to grow), or K if none.
+template <std::size_t K>
+std::size_t most_violating(const square_matrix<K>& a, const std::array<double, K>& b,
+                           const std::array<bool, K>& free, const std::array<double, K>& w) {
+  std::size_t best = K;
+  double most = -1e-15;
+  for (std::size_t k = 0; k < K; ++k) {
+    if (free[k]) continue;
+    double g = -b[k];
+    for (std::size_t j = 0; j < K; ++j) g += a[k][j] * w[j];
+    if (g < most) {
+      most = g;
+      best = k;
+    }
+  }
+  return best;
+}
+
 /// argmin over w >= 0 of  1/2 w'Aw - b'w  for a symmetric positive definite A (K small): an
 /// active-set method — solve on the free set, clamp what turns negative, free a clamped weight
 /// whose gradient points inward, repeat.
 template <std::size_t K>
-std::array<double, K> nonnegative_quadratic_minimum(const std::array<std::array<double, K>, K>& a,
+std::array<double, K> nonnegative_quadratic_minimum(const square_matrix<K>& a,
                                                     const std::array<double, K>& b) {
   std::array<bool, K> free{};
   free.fill(true);
   std::array<double, K> w{};
   for (std::size_t round = 0; round < 4 * K + 4; ++round) {
-    // Solve A_FF w_F = b_F by Gaussian elimination with partial pivoting.
-    std::array<std::size_t, K> index{};
-    std::size_t n = 0;
-    for (std::size_t k = 0; k < K; ++k)
-      if (free[k]) index[n++] = k;
-    std::array<std::array<double, K + 1>, K> m{};
-    for (std::size_t i = 0; i < n; ++i) {
-      for (std::size_t j = 0; j < n; ++j) m[i][j] = a[index[i]][index[j]];
-      m[i][n] = b[index[i]];
-    }
-    for (std::size_t col = 0; col < n; ++col) {
-      std::size_t pivot = col;
-      for (std::size_t r = col + 1; r < n; ++r)
-        if (std::abs(m[r][col]) > std::abs(m[pivot][col])) pivot = r;
-      std::swap(m[col], m[pivot]);
-      for (std::size_t r = col + 1; r < n; ++r) {
-        const double f = m[r][col] / m[col][col];
-        for (std::size_t j = col; j <= n; ++j) m[r][j] -= f * m[col][j];
-      }
-    }
-    std::array<double, K> solution{};
-    for (std::size_t i = n; i-- > 0;) {
-      double v = m[i][n];
-      for (std::size_t j = i + 1; j < n; ++j) v -= m[i][j] * solution[j];
-      solution[i] = v / m[i][i];
-    }
-    std::array<double, K> next{};
+    w = solve_on_free_set(a, b, free);
     bool clamped = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (solution[i] < 0) {
-        free[index[i]] = false;
-        clamped = true;
-      } else {
-        next[index[i]] = solution[i];
-      }
-    }
-    w = next;
-    if (clamped) continue;
-    // KKT: a clamped weight whose gradient (Aw - b) is negative wants to grow.
-    std::size_t best = K;
-    double most = -1e-15;
     for (std::size_t k = 0; k < K; ++k) {
-      if (free[k]) continue;
-      double g = -b[k];
-      for (std::size_t j = 0; j < K; ++j) g += a[k][j] * w[j];
-      if (g < most) {
-        most = g;
-        best = k;
+      if (free[k] && w[k] < 0) {
+        free[k] = false;
+        w[k] = 0;
+        clamped = true;
       }
     }
-    if (best == K) break;
-    free[best] = true;
+    if (clamped) continue;
+    const std::size_t grow = most_violating(a, b, free, w);
+    if (grow == K) break;
+    free[grow] = true;
   }
   return w;
 }
 
+/// The normal equations of  sum_i weight_i (1 - x_i . w)^2 / sum_i weight_i
+///   + strength sum_k scale_k (w_k - prior_k)^2,  with w_k pinned to prior_k where scale_k = 0.
+template <std::size_t K>
+std::pair<square_matrix<K>, std::array<double, K>> normal_equations(
+    const std::vector<std::array<double, K>>& rows, const std::vector<double>& weight,
+    const std::array<double, K>& scale, const std::array<double, K>& prior, double strength) {
+  square_matrix<K> a{};
+  std::array<double, K> b{};
+  double total = 0;
+  for (const double wi : weight) total += wi;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const double wi = weight[i] / total;
+    for (std::size_t j = 0; j < K; ++j) {
+      b[j] += wi * rows[i][j];
+      for (std::size_t k = 0; k < K; ++k) a[j][k] += wi * rows[i][j] * rows[i][k];
+    }
+  }
+  for (std::size_t k = 0; k < K; ++k) {
+    if (!(scale[k] > 0)) {  // never seen: a unit row pins w_k to its prior
+      for (std::size_t j = 0; j < K; ++j) a[k][j] = a[j][k] = 0;
+      a[k][k] = 1;
+      b[k] = prior[k];
+      continue;
+    }
+    a[k][k] += strength * scale[k];
+    b[k] += strength * scale[k] * prior[k];
+  }
+  return {a, b};
+}
+
+/// Huber weights for the relative residuals |x_i . w - 1|: 1 up to the larger of `floor` and
+/// 1.345 robust standard deviations (from the median absolute residual), then threshold/residual.
+template <std::size_t K>
+std::vector<double> huber_weights(const std::vector<std::array<double, K>>& rows,
+                                  const std::array<double, K>& w, double floor) {
+  std::vector<double> residual(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    double predicted = 0;
+    for (std::size_t k = 0; k < K; ++k) predicted += rows[i][k] * w[k];
+    residual[i] = std::abs(predicted - 1.0);
+  }
+  auto sorted = residual;
+  const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+  std::nth_element(sorted.begin(), middle, sorted.end());
+  const double threshold = std::max(floor, 1.345 * 1.4826 * *middle);
+  std::vector<double> weight(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    weight[i] = residual[i] <= threshold ? 1.0 : threshold / residual[i];
+  return weight;
+}
+
 /// Weighted ridge fit of x_i . w ~= 1 (x_i = terms / measured, so residuals are relative), w >= 0,
-/// pulled toward `prior`, with Huber reweighting. Terms never seen keep their prior.
+/// pulled toward `prior`, with Huber reweighting when `robust`. Terms never seen keep their prior.
 template <std::size_t K>
 std::array<double, K> fit_relative(const std::vector<std::array<double, K>>& rows,
                                    const std::array<double, K>& prior,
                                    const calibration_options& options, bool robust) {
   if (rows.empty()) return prior;
-  std::array<double, K> scale{};
+  std::array<double, K> scale{};  // mean square of each term, for the ridge's units
   for (const auto& x : rows)
-    for (std::size_t k = 0; k < K; ++k) scale[k] += x[k] * x[k];
-  std::array<bool, K> seen{};
-  for (std::size_t k = 0; k < K; ++k) {
-    scale[k] /= static_cast<double>(rows.size());
-    seen[k] = scale[k] > 0;
-  }
+    for (std::size_t k = 0; k < K; ++k) scale[k] += x[k] * x[k] / static_cast<double>(rows.size());
   std::vector<double> weight(rows.size(), 1.0);
   std::array<double, K> w = prior;
   for (int iteration = 0; iteration < 50; ++iteration) {
-    std::array<std::array<double, K>, K> a{};
-    std::array<double, K> b{};
-    double total = 0;
-    for (std::size_t i = 0; i < rows.size(); ++i) total += weight[i];
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const double wi = weight[i] / total;
-      for (std::size_t j = 0; j < K; ++j) {
-        b[j] += wi * rows[i][j];
-        for (std::size_t k = 0; k < K; ++k) a[j][k] += wi * rows[i][j] * rows[i][k];
-      }
-    }
-    for (std::size_t k = 0; k < K; ++k) {
-      if (!seen[k]) {  // keep the prior: a unit row pinning w_k
-        for (std::size_t j = 0; j < K; ++j) a[k][j] = a[j][k] = 0;
-        a[k][k] = 1;
-        b[k] = prior[k];
-        continue;
-      }
-      a[k][k] += options.prior_strength * scale[k];
-      b[k] += options.prior_strength * scale[k] * prior[k];
-    }
+    const auto [a, b] = normal_equations(rows, weight, scale, prior, options.prior_strength);
     const auto next = nonnegative_quadratic_minimum(a, b);
     double change = 0;
     for (std::size_t k = 0; k < K; ++k)
       change = std::max(change, std::abs(next[k] - w[k]) * std::sqrt(scale[k]));
     w = next;
-    if (!robust) break;
-    // Huber weights from the residuals' median absolute deviation.
-    std::vector<double> residual(rows.size());
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      double predicted = 0;
-      for (std::size_t k = 0; k < K; ++k) predicted += rows[i][k] * w[k];
-      residual[i] = std::abs(predicted - 1.0);
-    }
-    auto sorted = residual;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2),
-                     sorted.end());
-    const double sigma = 1.4826 * sorted[sorted.size() / 2];
-    const double threshold = std::max(options.robust_floor, 1.345 * sigma);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      weight[i] = residual[i] <= threshold ? 1.0 : threshold / residual[i];
-    if (iteration > 0 && change < 1e-12) break;
+    if (!robust || (iteration > 0 && change < 1e-12)) break;
+    weight = huber_weights(rows, w, options.robust_floor);
   }
   return w;
 }
@@ -491,7 +520,8 @@ private:
     const double target = static_cast<double>(cluster().gpu.memory_bytes) * (1.0 + options_.oom_margin);
     for (const auto& o : out_of_memory_shapes_) {
       const auto m = memory_basis::values(base_, o.shape, o.config);
-      double fixed = 0, growing = 0;
+      double fixed = 0;
+      double growing = 0;
       for (std::size_t k = 0; k < memory_term_count; ++k)
         (k == 0 && memory_term_count > 1 ? fixed : growing) += memory_weights_[k] * m[k] * memory_safety_;
       if (!(growing > 0)) continue;
