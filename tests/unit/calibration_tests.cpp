@@ -536,3 +536,20 @@ TEST_CASE("Calibration.a_model_without_terms_gets_one_weight") {
     CHECK(model.peak_bytes(s, c) == truth.peak_bytes(s, c));  // no peak was measured
   }
 }
+
+TEST_CASE("Calibration.a_step_larger_than_the_window_is_sampled_evenly") {
+  // A step of a large cluster measures more micro-batches than the window holds: the window
+  // keeps every k-th of them, not the last ones (which start last and are not typical).
+  const auto truth = slow_truth();
+  calibrated<analytic_cost_model> model(analytic_cost_model(models::llama3_8b(), one_node()), {.window = 10});
+  auto step = measure(truth, draw_micro_batches(truth, 11, 100), 3);
+  for (std::size_t i = 0; i < step.size(); ++i) step[i].report.seconds = 1.0 + static_cast<double>(i);
+  model.observe(step);
+  REQUIRE(model.observations().size() == 10);
+  for (std::size_t k = 0; k < 10; ++k) CHECK(model.observations()[k].report.seconds == 1.0 + 10.0 * static_cast<double>(k));
+  // Later calls push the oldest out.
+  model.observe(step[99]);
+  CHECK(model.observations().size() == 10);
+  CHECK(model.observations().front().report.seconds == 11.0);
+  CHECK(model.observations().back().report.seconds == 100.0);
+}

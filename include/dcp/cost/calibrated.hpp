@@ -397,17 +397,24 @@ public:
   /// NaN measurement.
   void observe(const observation& o) { observe(std::span<const observation>(&o, 1)); }
 
-  /// Adds measured micro-batches (in order) and refits once: O(window x terms²) per call.
+  /// Adds measured micro-batches (in order) and refits once: O(window x terms²) per call. A call
+  /// with more than `window` measured micro-batches (a whole step on a large cluster) keeps an
+  /// evenly spaced subset of them, so the window stays a sample of the whole step rather than of
+  /// its last micro-steps.
   void observe(std::span<const observation> observations) {
     for (std::size_t i = 0; i < observations.size(); ++i) validate(observations[i], i);
+    std::vector<const observation*> measured;
     for (const auto& o : observations) {
       if (o.report.out_of_memory) {
         ++out_of_memory_;
         out_of_memory_shapes_.push_back(o);
       } else {
-        window_.push_back(o);
+        measured.push_back(&o);
       }
     }
+    const std::size_t n = measured.size();
+    const std::size_t take = std::min(n, options_.window);
+    for (std::size_t i = 0; i < take; ++i) window_.push_back(*measured[i * n / take]);
     // Keep the most recent `window` of each (one erase per call, not per observation).
     const auto keep_recent = [&](std::vector<observation>& v) {
       if (v.size() > options_.window)
@@ -417,6 +424,9 @@ public:
     keep_recent(out_of_memory_shapes_);
     refit();
   }
+
+  /// The measured micro-batches the fit uses (the window), oldest first.
+  const std::vector<observation>& observations() const noexcept { return window_; }
 
   /// The current weight of each time term (M's terms, in M::time_term_names order).
   const std::array<double, time_term_count>& time_weights() const noexcept { return time_weights_; }
