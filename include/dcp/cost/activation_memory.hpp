@@ -1,7 +1,8 @@
 #pragma once
-// Activation memory per GPU, shared by the planner's analytic model and the simulator's truth
-// model: both use the same accounting (Korthikanti et al., with FlashAttention — perf-model.md
-// §4.2-§4.3) and differ in what they add around it (fragmentation, buffers, constants).
+// Memory per GPU, shared by the planner's analytic model and the simulator's truth model: model
+// states under ZeRO (perf-model.md §4.1) and activations (Korthikanti et al., with FlashAttention,
+// §4.2-§4.3). Both models use the same accounting and differ in what they add around it
+// (fragmentation, buffers, constants).
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,20 @@
 #include "dcp/spec/training.hpp"
 
 namespace dcp::detail {
+
+/// Parameters (BF16), gradients and FP32 Adam state per GPU under ZeRO `zero_stage` over
+/// `gpus` data-parallel ranks (§4.1): 16 psi unsharded; stage 1 shards the optimizer state,
+/// stage 2 the gradients too, stage 3 everything.
+inline double zero_state_bytes(const model_spec& model, int zero_stage, std::int64_t gpus) noexcept {
+  const double psi = static_cast<double>(model.total_params());
+  const double n = static_cast<double>(gpus);
+  switch (zero_stage) {
+    case 0: return 16.0 * psi;
+    case 1: return 4.0 * psi + 12.0 * psi / n;
+    case 2: return 2.0 * psi + 14.0 * psi / n;
+    default: return 16.0 * psi / n;
+  }
+}
 
 /// Bytes saved per token per layer of a block kept for backward, with FlashAttention (no s²
 /// term): attention 8h + 4h_kv, SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f, cross-attention 6h.

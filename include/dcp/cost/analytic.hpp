@@ -68,19 +68,21 @@ public:
 
   /// Dense, attention and recompute FLOPs over peak x efficiency, split over the group.
   double compute_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    const double peak = cluster_.gpu.peak_flops;
     const double d = static_cast<double>(c.degree);
+    return (dense_compute_seconds(static_cast<double>(s.tokens), c) + attention_compute_seconds(s, c)) / d +
+           selective_seconds(s, c);
+  }
+
+  /// Dense GEMM FLOPs of `tokens` tokens over peak x efficiency (one GPU's share is this over
+  /// the degree): 6 N per token, LM head included (§2.1); full recompute repeats the forward
+  /// (2 N per token) of the recomputed layers (§2.2).
+  double dense_compute_seconds(double tokens, const execution_config& c) const noexcept {
     const double layers = static_cast<double>(model_.layers);
-    const double tokens = static_cast<double>(s.tokens);
     const double recomputed = static_cast<double>(c.recompute.layers);
-    // Dense: 6 N per token, LM head included (§2.1); full recompute repeats the forward
-    // (2 N per token) of the recomputed layers (§2.2).
     const double dense_flops = 6.0 * per_token_params_ * tokens;
     const double recompute_flops =
         2.0 * per_token_params_ * block_share_ * tokens * (recomputed / layers);
-    const double dense_seconds =
-        (dense_flops + recompute_flops) / (constants_.dense_efficiency * peak);
-    return (dense_seconds + attention_compute_seconds(s, c)) / d + selective_seconds(s, c);
+    return (dense_flops + recompute_flops) / (constants_.dense_efficiency * cluster_.gpu.peak_flops);
   }
 
   /// Attention FLOPs of the whole micro-batch over peak x efficiency (one GPU's share is this
@@ -234,20 +236,18 @@ public:
   std::array<double, time_term_count> time_terms(const micro_batch_shape& s,
                                                  const execution_config& c) const noexcept {
     std::array<double, time_term_count> t{};
-    const double peak = cluster_.gpu.peak_flops;
     const double d = static_cast<double>(c.degree);
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
     const double tokens = static_cast<double>(s.tokens);
-    const double flops_per_token =
-        6.0 * per_token_params_ + 2.0 * per_token_params_ * block_share_ * (recomputed / layers);
-    t[0] = flops_per_token * tokens / (constants_.dense_efficiency * peak) / d;
+    t[0] = dense_compute_seconds(tokens, c) / d;
     t[1] = attention_compute_seconds(s, c) / d;
     t[2] = selective_seconds(s, c);
     if (c.degree > 1) {
       if (c.sp == sequence_parallel::ulysses) {
-        t[3] = communication_seconds(s, c) - communication_seconds(micro_batch_shape{}, c);
-        t[5] = communication_seconds(micro_batch_shape{}, c);
+        const double latency = communication_seconds(micro_batch_shape{}, c);  // no bytes
+        t[3] = communication_seconds(s, c) - latency;
+        t[5] = latency;
       } else {
         t[4] = ring_exposed_seconds(s, c);
         t[5] = ring_latency_seconds(c);
@@ -261,7 +261,7 @@ public:
     const double passes = 3.0 * layers + recomputed;
     t[7] = tokens / d * passes * 4.0 * static_cast<double>(model_.hidden) /
            (constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth);
-    t[8] = flops_per_token * 128.0 / (constants_.dense_efficiency * peak);
+    t[8] = dense_compute_seconds(128.0, c);
     t[9] = collectives(c) * (d - 1.0) * cluster_.intra_node_latency;
     t[10] = recomputed * constants_.kernels_per_layer / 3.0 * constants_.kernel_launch_seconds;
     return t;
@@ -300,15 +300,9 @@ public:
 
 private:
   double compute_state_bytes() const noexcept {
-    const double psi = static_cast<double>(model_.total_params());
-    const double n = static_cast<double>(cluster_.gpus);
-    switch (training_.zero_stage) {
-      case 0: return 16.0 * psi;
-      case 1: return 4.0 * psi + 12.0 * psi / n;
-      case 2: return 2.0 * psi + 14.0 * psi / n;
-      default:
-        return 16.0 * psi / n + 2.0 * 2.0 * static_cast<double>(model_.block_params());
-    }
+    const double states = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
+    if (training_.zero_stage < 3) return states;
+    return states + 2.0 * 2.0 * static_cast<double>(model_.block_params());
   }
 
 public:

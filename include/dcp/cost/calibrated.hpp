@@ -375,12 +375,8 @@ public:
   }
 
   double peak_bytes(const micro_batch_shape& s, const execution_config& c) const {
-    const auto m = memory_basis::values(base_, s, c);
-    const double tightening = tightening_of(c);
-    double out = 0;
-    for (std::size_t k = 0; k < memory_term_count; ++k)
-      out += memory_weights_[k] * m[k] * (k == 0 && memory_term_count > 1 ? 1.0 : tightening);
-    return out * memory_safety_;
+    const auto [fixed, growing] = memory_parts(s, c);
+    return (fixed + growing * tightening_of(c)) * memory_safety_;
   }
 
   /// M's gradient synchronisation, unchanged (measured per step, not per micro-batch).
@@ -471,6 +467,20 @@ private:
     double factor = 1;
   };
 
+  /// The refitted memory before tightening and safety: what stays for the step (M's first memory
+  /// term, when M splits its peak) and what grows with the micro-batch (the rest).
+  struct memory_split {
+    double fixed = 0;
+    double growing = 0;
+  };
+  memory_split memory_parts(const micro_batch_shape& s, const execution_config& c) const {
+    const auto m = memory_basis::values(base_, s, c);
+    memory_split out;
+    for (std::size_t k = 0; k < memory_term_count; ++k)
+      (k == 0 && memory_term_count > 1 ? out.fixed : out.growing) += memory_weights_[k] * m[k];
+    return out;
+  }
+
   void validate(const observation& o, std::size_t index) const {
     const auto where = [&] { return "observation " + std::to_string(index) + ": "; };
     try {
@@ -529,11 +539,9 @@ private:
     // Re-derive each configuration's tightening from the out-of-memory reports kept.
     const double target = static_cast<double>(cluster().gpu.memory_bytes) * (1.0 + options_.oom_margin);
     for (const auto& o : out_of_memory_shapes_) {
-      const auto m = memory_basis::values(base_, o.shape, o.config);
-      double fixed = 0;
-      double growing = 0;
-      for (std::size_t k = 0; k < memory_term_count; ++k)
-        (k == 0 && memory_term_count > 1 ? fixed : growing) += memory_weights_[k] * m[k] * memory_safety_;
+      auto [fixed, growing] = memory_parts(o.shape, o.config);
+      fixed *= memory_safety_;
+      growing *= memory_safety_;
       if (!(growing > 0)) continue;
       const double needed = std::max(1.0, (target - fixed) / growing);
       auto it = std::find_if(tightenings_.begin(), tightenings_.end(), [&](const tightening& t) {

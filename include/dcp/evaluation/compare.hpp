@@ -11,12 +11,12 @@
 #include <numeric>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "dcp/cost/calibrated.hpp"
 #include "dcp/plan/step_plan.hpp"
+#include "dcp/runtime/calibrated_step.hpp"
 #include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_bound.hpp"
 #include "dcp/sim/truth_model.hpp"
@@ -37,19 +37,10 @@ struct policy_entry {
 /// of memory. Indexed like plan.micro_steps.
 inline std::vector<observation> observations_of(const step_plan& plan, std::span<const sample> batch,
                                                 const sim::step_result& simulated) {
-  std::unordered_map<std::uint64_t, const sample*> by_id;
-  by_id.reserve(batch.size());
-  for (const auto& s : batch) by_id.emplace(s.id, &s);
-  std::vector<observation> out;
-  out.reserve(plan.micro_steps.size());
-  for (std::size_t i = 0; i < plan.micro_steps.size(); ++i) {
-    const auto& m = plan.micro_steps[i];
+  auto out = plan_observations(plan, batch);
+  for (std::size_t i = 0; i < out.size(); ++i) {
     const auto& sm = simulated.micro_steps[i];
-    observation o;
-    o.config = m.config;
-    for (const auto id : m.sample_ids) o.shape += micro_batch_shape::of(*by_id.at(id));
-    o.report = {sm.seconds(), sm.peak_bytes, sm.oom};
-    out.push_back(o);
+    out[i].report = {sm.seconds(), sm.peak_bytes, sm.oom};
   }
   return out;
 }

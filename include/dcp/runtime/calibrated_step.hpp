@@ -55,6 +55,28 @@ struct calibrated_step_result {
   std::int64_t out_of_memory = 0;          ///< micro-steps that ran out of memory, all attempts
 };
 
+/// One observation per micro-step of `plan` (indexed like plan.micro_steps): its config and the
+/// shape of its samples in `batch`, with an empty report for the caller to fill. Throws
+/// dcp::error naming the micro-step and the id of a sample that is not in the batch.
+inline std::vector<observation> plan_observations(const step_plan& plan, std::span<const sample> batch) {
+  std::unordered_map<std::uint64_t, const sample*> by_id;
+  by_id.reserve(batch.size());
+  for (const auto& s : batch) by_id.emplace(s.id, &s);
+  std::vector<observation> out(plan.micro_steps.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto& m = plan.micro_steps[i];
+    out[i].config = m.config;
+    for (const auto id : m.sample_ids) {
+      const auto found = by_id.find(id);
+      if (found == by_id.end())
+        throw error("plan_observations: micro-step " + std::to_string(m.sequence) +
+                    " holds sample id=" + std::to_string(id) + ", which is not in the batch");
+      out[i].shape += micro_batch_shape::of(*found->second);
+    }
+  }
+  return out;
+}
+
 /// Every micro-step of `plan` as measured by its group: collective over `comm`. A micro-step's
 /// time and peak are the largest its members report; it ran out of memory if any member did.
 /// `reports` are this rank's, in the order of plan.steps_of(rank) (what run_step returns).
@@ -80,22 +102,10 @@ std::vector<observation> share_observations(C& comm, const step_plan& plan, std:
   }
   const auto all = comm.all_gather(std::span<const std::int64_t>(values));
 
-  std::unordered_map<std::uint64_t, const sample*> by_id;
-  by_id.reserve(batch.size());
-  for (const auto& s : batch) by_id.emplace(s.id, &s);
-  std::vector<observation> out(count);
+  auto out = plan_observations(plan, batch);
   const auto ranks = static_cast<std::size_t>(comm.size());
   for (std::size_t i = 0; i < count; ++i) {
-    const auto& m = plan.micro_steps[i];
     auto& o = out[i];
-    o.config = m.config;
-    for (const auto id : m.sample_ids) {
-      const auto found = by_id.find(id);
-      if (found == by_id.end())
-        throw error("share_observations: micro-step " + std::to_string(m.sequence) +
-                    " holds sample id=" + std::to_string(id) + ", which is not in the batch");
-      o.shape += micro_batch_shape::of(*found->second);
-    }
     for (std::size_t r = 0; r < ranks; ++r) {
       const std::int64_t* v = &all[r * 3 * count + 3 * i];
       if (v[2] < 0) continue;
@@ -135,10 +145,8 @@ calibrated_step_result run_calibrated_step(C& comm, group_cache<C>& cache, S& sc
     cost.observe(observations);
     scheduler.set_cost(std::move(cost));
 
-    const auto failed = std::find_if(observations.begin(), observations.end(),
-                                     [](const observation& o) { return o.report.out_of_memory; });
-    const auto failures = std::count_if(observations.begin(), observations.end(),
-                                        [](const observation& o) { return o.report.out_of_memory; });
+    const auto ran_out = [](const observation& o) { return o.report.out_of_memory; };
+    const auto failures = std::count_if(observations.begin(), observations.end(), ran_out);
     result.out_of_memory += failures;
     if (failures == 0) {
       result.plan = std::move(plan);
@@ -147,6 +155,7 @@ calibrated_step_result run_calibrated_step(C& comm, group_cache<C>& cache, S& sc
       result.attempts = attempt;
       return result;
     }
+    const auto failed = std::find_if(observations.begin(), observations.end(), ran_out);
     const auto& step = plan.micro_steps[static_cast<std::size_t>(failed - observations.begin())];
     const std::string what = std::to_string(failures) + " micro-step(s) ran out of memory, first " +
                              std::to_string(step.sequence) + " (ranks " +

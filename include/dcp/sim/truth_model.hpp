@@ -389,14 +389,7 @@ private:
     loss_bytes_ = model_.vocab > 0 ? 4.0 * constants_.logits_bytes_per_entry *
                                          static_cast<double>(model_.vocab)
                                    : 0.0;
-    const double psi = static_cast<double>(model_.total_params());
-    const double world = static_cast<double>(cluster_.gpus);
-    switch (training_.zero_stage) {
-      case 0: states_ = 16.0 * psi; break;
-      case 1: states_ = 4.0 * psi + 12.0 * psi / world; break;
-      case 2: states_ = 2.0 * psi + 14.0 * psi / world; break;
-      default: states_ = 16.0 * psi / world; break;
-    }
+    states_ = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
   }
 
   dcp::sim::micro_step_parts parts(const micro_batch_shape& s, const execution_config& c,
