@@ -8,7 +8,7 @@
 #   hidden_gpu.log   the GPU test program with CUDA_VISIBLE_DEVICES=-1
 #   roofline.md      dcp-gpu-roofline's report;  roofline.csv  its CSV
 #
-# The GPU machine has no Debian packages and no network, so range-v3 and doctest travel with the
+# The GPU machine has no Debian packages and no network, so doctest travels with the
 # tree. Once, on the developer's machine (which has them installed):
 #   bash tools/gpu_check.sh --pack-deps      # copies them into build-gpu-deps/ (git-ignored)
 # then on the GPU machine, naming that folder in the device tool's `carry`:
@@ -23,10 +23,8 @@ deps=build-gpu-deps
 if [ "${1:-}" = --pack-deps ]; then
   rm -rf "$deps"
   mkdir -p "$deps/include" "$deps/lib/cmake"
-  for header in range meta concepts std module.modulemap doctest; do
-    cp -a "/usr/include/$header" "$deps/include/"
-  done
-  cp -a /usr/lib/cmake/range-v3 /usr/lib/cmake/doctest "$deps/lib/cmake/"
+  cp -a /usr/include/doctest "$deps/include/"
+  cp -a /usr/lib/cmake/doctest "$deps/lib/cmake/"
   # Debian's doctest export names /usr as its prefix; make it relative to where it now lies.
   sed -i 's|^set(_IMPORT_PREFIX "/usr")$|get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)|' \
     "$deps/lib/cmake/doctest/doctestTargets.cmake"
@@ -62,7 +60,7 @@ if [ -z "${NCCL_ROOT:-}" ] && [ ! -e /usr/local/cuda/include/nccl.h ] && [ ! -e 
     echo "NCCL from python3's wheel: $NCCL_ROOT"
   fi
 fi
-export CMAKE_POLICY_VERSION_MINIMUM=3.5  # Debian's range-v3 and doctest exports, under CMake 4
+export CMAKE_POLICY_VERSION_MINIMUM=3.5  # Debian's doctest export, under CMake 4
 
 step configure
 rm -rf "$build"

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ librange-v3-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+packages=(cmake g++ doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" 2>/dev/null | grep '^Status: install ok installed' >/dev/null ||

@@ -1,5 +1,5 @@
 #pragma once
-// Umbrella header: the whole planning library.
+// Umbrella header: the whole planning library (the runtime has its own, dcp/runtime.hpp).
 
 #include "dcp/bucketing/explicit_boundaries.hpp"
 #include "dcp/bucketing/log2_buckets.hpp"
@@ -10,11 +10,12 @@
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
+#include "dcp/config.hpp"
 #include "dcp/cost/analytic.hpp"
 #include "dcp/cost/calibrated.hpp"
-#include "dcp/cost/micro_batch_shape.hpp"
 #include "dcp/error.hpp"
 #include "dcp/placement/balanced.hpp"
+#include "dcp/placement/context.hpp"
 #include "dcp/placement/static_layout.hpp"
 #include "dcp/plan/json.hpp"
 #include "dcp/plan/json_reader.hpp"
@@ -23,7 +24,10 @@
 #include "dcp/plan/validate_batch.hpp"
 #include "dcp/recompute/strategies.hpp"
 #include "dcp/scheduler.hpp"
+#include "dcp/spec/execution_report.hpp"
 #include "dcp/spec/hardware.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/sample.hpp"
 #include "dcp/spec/training.hpp"
+#include "dcp/version.hpp"

@@ -5,7 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace dcp {
+#include "dcp/config.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// Base of every exception the library throws on bad input.
 class error : public std::runtime_error {

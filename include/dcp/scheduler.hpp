@@ -21,7 +21,7 @@
 #include "dcp/plan/validate_batch.hpp"
 #include "dcp/recompute/strategies.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 template <cost_model Cost = analytic_cost_model, bucketing_policy Bucketing = varlen_buckets,
           recompute_strategy<Cost> Recompute = pyramid_recompute,
@@ -57,7 +57,7 @@ public:
     const auto samples = canonical_order(batch);
     const auto labels = bucketing_.assign(samples);
     placement_problem<Cost, Recompute> problem{samples, labels, cost_, recompute_};
-    const detail::placement_context<Cost, Recompute> options(problem);
+    const placement_context<Cost, Recompute> options(problem);
     problem.options = &options;
     auto placed = placement_.place(std::as_const(problem));
 

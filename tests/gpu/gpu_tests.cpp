@@ -43,8 +43,8 @@
 
 namespace {
 
-using dcp::testing::contains;
-using dcp::testing::message_of;
+using dcp::test::contains;
+using dcp::test::message_of;
 
 /// CUDA devices visible here; 0 when the runtime has no driver or no device to talk to.
 int device_count() {

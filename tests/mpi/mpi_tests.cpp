@@ -29,8 +29,8 @@
 
 namespace {
 
-using dcp::testing::contains;
-using dcp::testing::message_of;
+using dcp::test::contains;
+using dcp::test::message_of;
 using dcp::mpi::communicator;
 
 struct failures {
@@ -67,7 +67,7 @@ dcp::step_plan plan_on_4_gpus(std::uint64_t seed) {
   cluster.gpu = dcp::gpus::h200_sxm();
   const dcp::analytic_cost_model cost(dcp::models::llama3_8b(), cluster);
   const dcp::DataCentricScheduler<> scheduler(cost);
-  return scheduler.plan(dcp::testing::heavy_tailed_batch(seed, 64, 65536));
+  return scheduler.plan(dcp::test::heavy_tailed_batch(seed, 64, 65536));
 }
 
 struct call {
@@ -229,7 +229,7 @@ void check_calibrated_step(communicator& world, failures& f) {
   dcp::group_cache<communicator> cache(world);
   std::int64_t replans = 0;
   for (std::uint64_t step = 0; step < 3; ++step) {
-    const auto batch = dcp::testing::heavy_tailed_batch(11 + step, 96, 65536);
+    const auto batch = dcp::test::heavy_tailed_batch(11 + step, 96, 65536);
     truth_executor executor{&truth, &batch, world.rank()};
     const auto result = dcp::run_calibrated_step(world, cache, scheduler, batch, executor);
     replans += result.attempts - 1;

@@ -12,7 +12,7 @@
 
 #include "dcp/spec/sample.hpp"
 
-namespace dcp::testing {
+namespace dcp::test {
 
 /// splitmix64: tiny, seedable, identical on every platform.
 class rng {
@@ -94,4 +94,4 @@ inline bool skip_without_wikipedia() {
   return true;
 }
 
-}  // namespace dcp::testing
+}  // namespace dcp::test

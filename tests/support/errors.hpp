@@ -5,7 +5,7 @@
 
 #include "dcp/error.hpp"
 
-namespace dcp::testing {
+namespace dcp::test {
 
 /// The message of the dcp::error that f throws, or a marker that none was thrown.
 template <class F>
@@ -22,4 +22,4 @@ inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-}  // namespace dcp::testing
+}  // namespace dcp::test

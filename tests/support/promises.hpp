@@ -11,7 +11,7 @@
 
 #include "dcp/dcp.hpp"
 
-namespace dcp::testing {
+namespace dcp::test {
 
 /// Promise 1: the plan's micro-steps hold every sample of the batch exactly once.
 inline void check_every_sample_once(const step_plan& plan, const std::vector<sample>& batch) {
@@ -106,4 +106,4 @@ void check_promises(const step_plan& plan, const std::vector<sample>& batch, con
   CHECK(plan.fingerprint == compute_fingerprint(plan));
 }
 
-}  // namespace dcp::testing
+}  // namespace dcp::test

@@ -13,8 +13,8 @@ using namespace dcp;
 
 namespace {
 
-using dcp::testing::contains;
-using dcp::testing::message_of;
+using dcp::test::contains;
+using dcp::test::message_of;
 
 const analytic_cost_model& llama8b_on_8_h200() {
   static const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));

@@ -54,7 +54,7 @@ std::vector<scenario> scenarios() {
 }
 
 std::vector<sample> shuffled(std::vector<sample> batch, std::uint64_t seed) {
-  dcp::testing::rng r(seed);
+  dcp::test::rng r(seed);
   for (std::size_t i = batch.size(); i > 1; --i)
     std::swap(batch[i - 1], batch[static_cast<std::size_t>(r.below(static_cast<std::int64_t>(i)))]);
   return batch;
@@ -66,11 +66,11 @@ std::vector<sample> shuffled(std::vector<sample> batch, std::uint64_t seed) {
 /// summing to one; the makespan is the last end. Returns how many micro-steps exceed the budget.
 std::size_t check_peer_plan(const step_plan& plan, const std::vector<sample>& batch,
                             const analytic_cost_model& cost) {
-  dcp::testing::check_every_sample_once(plan, batch);
+  dcp::test::check_every_sample_once(plan, batch);
 
   std::map<std::uint64_t, sample> by_id;
   for (const auto& s : batch) by_id[s.id] = s;
-  const auto degrees = dcp::detail::allowed_degrees(cost.model(), cost.cluster(), cost.training().sp);
+  const auto degrees = dcp::allowed_degrees(cost.model(), cost.cluster(), cost.training().sp);
   std::size_t over = 0;
   double scale_sum = 0;
   double makespan = 0;
@@ -120,7 +120,7 @@ std::size_t check_over_seeds(const Peer& peer, std::uint64_t seeds) {
     const DataCentricScheduler<analytic_cost_model, Bucketing, Recompute, Peer> scheduler(
         cost, Bucketing{}, Recompute{}, peer);
     const std::size_t count = 8 + static_cast<std::size_t>(seed * 37 % 150);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, count, 65536);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, count, 65536);
     const auto plan = scheduler.plan(batch);
     over += check_peer_plan(plan, batch, cost);
     if (seed % 5 == 0) CHECK(scheduler.plan(shuffled(batch, seed)) == plan);
@@ -186,11 +186,11 @@ TEST_CASE("Baselines.Paper.keeps_the_plan_promises_over_seeded_batches") {
 }
 
 TEST_CASE("Baselines.Policies.plan_wikipedia_batches") {
-  if (dcp::testing::skip_without_wikipedia()) return;
+  if (dcp::test::skip_without_wikipedia()) return;
   const auto cost = llama_32_h200();
   for (std::uint64_t seed = 1; seed <= 2; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::wikipedia_batch(seed, 1'000'000, 65536);
+    const auto batch = dcp::test::wikipedia_batch(seed, 1'000'000, 65536);
     using B = varlen_buckets;
     using L = log2_buckets;
     using R = pyramid_recompute;
@@ -218,7 +218,7 @@ TEST_CASE("Baselines.Policies.token_cap_peers_exceed_the_budget_when_their_cap_d
   // Not memory-aware: with a token cap far above what a GPU holds and recomputation disabled,
   // the peers still plan every sample, and their micro-steps go over the budget.
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
-  const auto batch = dcp::testing::heavy_tailed_batch(3, 2000, 65536);
+  const auto batch = dcp::test::heavy_tailed_batch(3, 2000, 65536);
   verl_balanced_dp verl;
   verl.max_token_len = 200'000;
   verl.enforce_token_cap = false;
@@ -253,7 +253,7 @@ TEST_CASE("Baselines.Megatron.cp_size_is_the_smallest_power_of_two_under_the_cap
 
 TEST_CASE("Baselines.Megatron.cp_sizes_follow_the_cap") {
   const auto cost = llama_32_h200();
-  const auto degrees = dcp::detail::allowed_degrees(cost.model(), cost.cluster(), cost.training().sp);
+  const auto degrees = dcp::allowed_degrees(cost.model(), cost.cluster(), cost.training().sp);
   for (auto variant : {megatron_dynamic_cp::variant::packing_aware, megatron_dynamic_cp::variant::balanced}) {
     megatron_dynamic_cp policy;
     policy.max_seqlen_per_dp_cp_rank = 4096;
@@ -262,7 +262,7 @@ TEST_CASE("Baselines.Megatron.cp_sizes_follow_the_cap") {
         scheduler(cost, {}, {}, policy);
     for (std::uint64_t seed = 1; seed <= 20; ++seed) {
       CAPTURE(seed);
-      const auto batch = dcp::testing::heavy_tailed_batch(seed, 120, 65536);
+      const auto batch = dcp::test::heavy_tailed_batch(seed, 120, 65536);
       std::map<std::uint64_t, std::int64_t> tokens;
       for (const auto& s : batch) tokens[s.id] = s.tokens;
       const auto plan = scheduler.plan(batch);
@@ -281,7 +281,7 @@ TEST_CASE("Baselines.Megatron.cp_sizes_follow_the_cap") {
 TEST_CASE("Baselines.Megatron.tuned_cap_is_no_slower_than_each_candidate") {
   const auto cost = llama_32_h200();
   using scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_dynamic_cp>;
-  const auto batch = dcp::testing::heavy_tailed_batch(11, 150, 65536);
+  const auto batch = dcp::test::heavy_tailed_batch(11, 150, 65536);
   // One candidate: the capacity itself, the largest sequence one GPU runs without recomputation.
   megatron_dynamic_cp one;
   one.cap_candidates = 1;
@@ -324,7 +324,7 @@ TEST_CASE("Baselines.VideoSys.equalises_accumulation") {
 
   // Property: the idle time against the slowest group never exceeds that without accumulation,
   // and no group's total passes the largest micro-step time × max_gas.
-  dcp::testing::rng r(42);
+  dcp::test::rng r(42);
   for (int trial = 0; trial < 200; ++trial) {
     CAPTURE(trial);
     const auto groups = static_cast<std::size_t>(1 + r.below(12));
@@ -352,7 +352,7 @@ TEST_CASE("Baselines.VideoSys.equalises_accumulation") {
 }
 
 TEST_CASE("Baselines.VideoSys.pac_knapsack_matches_brute_force") {
-  dcp::testing::rng r(5);
+  dcp::test::rng r(5);
   for (int trial = 0; trial < 100; ++trial) {
     CAPTURE(trial);
     std::vector<pac_module> modules;
@@ -385,14 +385,14 @@ TEST_CASE("Baselines.VideoSys.pac_knapsack_matches_brute_force") {
 
 TEST_CASE("Baselines.VideoSys.pyramid_checkpointing_keeps_layers_within_the_cap") {
   const auto cost = llama_32_h200();
-  auto samples = dcp::testing::heavy_tailed_batch(8, 150, 65536);
+  auto samples = dcp::test::heavy_tailed_batch(8, 150, 65536);
   std::sort(samples.begin(), samples.end(), [](const sample& a, const sample& b) {
     return a.tokens != b.tokens ? a.tokens > b.tokens : a.id < b.id;
   });
   const auto labels = log2_buckets{}.assign(samples);
   const pyramid_recompute recompute;
   placement_problem<analytic_cost_model, pyramid_recompute> problem{samples, labels, cost, recompute};
-  using context = dcp::detail::placement_context<analytic_cost_model, pyramid_recompute>;
+  using context = dcp::placement_context<analytic_cost_model, pyramid_recompute>;
   const context ctx(problem);
   const auto layers = cost.model().layers;
   for (bool pac : {true, false}) {
@@ -425,7 +425,7 @@ TEST_CASE("Baselines.VideoSys.pyramid_checkpointing_keeps_layers_within_the_cap"
 
 TEST_CASE("Baselines.FlexSP.class_search_is_exact") {
   // Brute force over every partition of the buckets into runs with strictly decreasing degrees.
-  dcp::testing::rng r(9);
+  dcp::test::rng r(9);
   for (int trial = 0; trial < 150; ++trial) {
     CAPTURE(trial);
     flexsp_buckets in;
@@ -509,7 +509,7 @@ TEST_CASE("Baselines.FlexSP.groups_respect_the_token_capacity") {
       scheduler(cost, {}, {}, policy);
   for (std::uint64_t seed = 1; seed <= 15; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, 150, 65536);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 150, 65536);
     const auto plan = scheduler.plan(batch);
     std::map<std::int64_t, int> degrees;
     for (const auto& m : plan.micro_steps) {
@@ -527,7 +527,7 @@ TEST_CASE("Baselines.Verl.karmarkar_karp_balances_better_than_round_robin") {
   double round_robin_total[2] = {0, 0};
   for (std::uint64_t seed = 1; seed <= 50; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, 64 + seed * 7, 65536);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 64 + seed * 7, 65536);
     std::vector<std::int64_t> values;
     for (const auto& s : batch) values.push_back(verl_workload(s.tokens));
     for (bool equal : {false, true}) {
@@ -567,7 +567,7 @@ TEST_CASE("Baselines.Verl.karmarkar_karp_balances_better_than_round_robin") {
   CHECK(kk_total[1] < 0.9 * round_robin_total[1]);
 
   // A preload (work a rank already carries) stays with its part: the loaded rank gets the least.
-  const auto batch = dcp::testing::heavy_tailed_batch(3, 200, 65536);
+  const auto batch = dcp::test::heavy_tailed_batch(3, 200, 65536);
   std::vector<std::int64_t> values;
   std::int64_t total = 0;
   for (const auto& s : batch) {
@@ -597,7 +597,7 @@ TEST_CASE("Baselines.Verl.micro_batches_respect_the_cap_and_match_across_ranks")
       scheduler(cost, {}, {}, policy);
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, 160, 65536);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 160, 65536);
     const auto plan = scheduler.plan(batch);
     std::map<std::int64_t, int> per_rank;  // single-GPU micro-steps per rank
     for (const auto& m : plan.micro_steps) {
@@ -625,7 +625,7 @@ TEST_CASE("Baselines.WLB.packs_within_s_max_at_one_degree") {
       scheduler(cost, {}, {}, policy);
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, 150, 65536);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 150, 65536);
     const auto plan = scheduler.plan(batch);
     for (const auto& m : plan.micro_steps) {
       CHECK(m.degree() == 4);
@@ -633,7 +633,7 @@ TEST_CASE("Baselines.WLB.packs_within_s_max_at_one_degree") {
     }
   }
   // The searched degree is never slower than a fixed one.
-  const auto batch = dcp::testing::heavy_tailed_batch(4, 150, 65536);
+  const auto batch = dcp::test::heavy_tailed_batch(4, 150, 65536);
   const double searched =
       DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>(cost).plan(batch).makespan_seconds;
   for (std::int64_t d : {2, 4, 8}) {
@@ -652,7 +652,7 @@ TEST_CASE("Baselines.Paper.is_degree_four_with_full_recompute") {
   const DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline> scheduler(cost);
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, 150, 65536);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 150, 65536);
     const auto plan = scheduler.plan(batch);
     for (const auto& m : plan.micro_steps) {
       CHECK(m.degree() == 4);
@@ -665,7 +665,7 @@ TEST_CASE("Baselines.Paper.is_degree_four_with_full_recompute") {
   paper_baseline eight;
   eight.degree = 8;
   const DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline> bad(qwen, {}, {}, eight);
-  CHECK_THROWS_AS(bad.plan(dcp::testing::heavy_tailed_batch(1, 10, 4096)), invalid_spec);
+  CHECK_THROWS_AS(bad.plan(dcp::test::heavy_tailed_batch(1, 10, 4096)), invalid_spec);
 }
 
 TEST_CASE("Baselines.Paper.video_buckets_batch_by_their_grid") {

@@ -30,8 +30,8 @@ using namespace dcp;
 
 namespace {
 
-using dcp::testing::contains;
-using dcp::testing::message_of;
+using dcp::test::contains;
+using dcp::test::message_of;
 
 cluster_spec one_node() { return hgx_cluster(1, gpus::h200_sxm()); }
 
@@ -196,7 +196,7 @@ TEST_CASE("Calibration.plans_made_afterwards_are_faster_under_the_truth") {
     const auto batch = workload::split_to_context(drawn, 131'072).samples;
     const auto plan_before = before.plan(batch);
     const auto plan_after = after.plan(batch);
-    dcp::testing::check_promises(plan_after, batch, model, 0.0);
+    dcp::test::check_promises(plan_after, batch, model, 0.0);
     const auto t_before = sim::simulate(plan_before, batch, truth, options);
     const auto t_after = sim::simulate(plan_after, batch, truth, options);
     CHECK(t_after.oom_events == 0);
@@ -364,7 +364,7 @@ TEST_CASE("Calibration.run_calibrated_step_replans_after_out_of_memory") {
   CHECK(first.attempts >= 2);
   CHECK(first.out_of_memory > 0);
   CHECK(sim::simulate(first.plan, batch, truth).oom_events == 0);
-  dcp::testing::check_every_sample_once(first.plan, batch);
+  dcp::test::check_every_sample_once(first.plan, batch);
   for (std::size_t r = 0; r < 8; ++r) {
     CHECK(results[r].plan.fingerprint == first.plan.fingerprint);  // every rank agrees
     CHECK(weights[r] == weights[0]);                               // on the same model

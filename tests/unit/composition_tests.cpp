@@ -71,11 +71,11 @@ TEST_CASE("Scheduler.Composition.user_defined_policies_plug_in") {
   const dcp::DataCentricScheduler<dcp::analytic_cost_model, user::one_per_bucket,
                                   user::half_budget_recompute, user::round_robin>
       scheduler(cost);
-  const auto batch = dcp::testing::heavy_tailed_batch(11, 40, 16384);
+  const auto batch = dcp::test::heavy_tailed_batch(11, 40, 16384);
   const auto plan = scheduler.plan(batch);
   CHECK(plan.policy == "round-robin");
   CHECK(plan.micro_steps.size() == batch.size());
-  dcp::testing::check_promises(plan, batch, cost, 0.0);
+  dcp::test::check_promises(plan, batch, cost, 0.0);
   // The user's recompute rule is what the plan carries.
   for (const auto& m : plan.micro_steps) {
     const auto shape = dcp::micro_batch_shape::of(*std::find_if(

@@ -39,7 +39,7 @@ TEST_CASE("Bucketing.PaddingOptimal.matches_brute_force_padding") {
   };
   for (std::uint64_t seed = 1; seed <= 30; ++seed) {
     CAPTURE(seed);
-    dcp::testing::rng r(seed);
+    dcp::test::rng r(seed);
     std::vector<sample> batch;
     std::vector<std::int64_t> lengths;
     for (std::uint64_t i = 0; i < 9; ++i) {

@@ -27,8 +27,8 @@ using namespace dcp;
 
 namespace {
 
-using dcp::testing::contains;
-using dcp::testing::message_of;
+using dcp::test::contains;
+using dcp::test::message_of;
 
 /// An in-process communicator whose split counts its calls and, when asked, fails the way a
 /// backend would (comm_error with the backend's call name and code).
@@ -72,7 +72,7 @@ const step_plan& plan_on_8_gpus() {
   static const step_plan plan = [] {
     const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
     const DataCentricScheduler<> scheduler(cost);
-    return scheduler.plan(dcp::testing::heavy_tailed_batch(7, 96, 131072));
+    return scheduler.plan(dcp::test::heavy_tailed_batch(7, 96, 131072));
   }();
   return plan;
 }

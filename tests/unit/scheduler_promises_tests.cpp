@@ -10,7 +10,7 @@
 #include "dcp/dcp.hpp"
 
 using namespace dcp;
-using dcp::testing::check_promises;
+using dcp::test::check_promises;
 
 namespace {
 
@@ -28,7 +28,7 @@ double best_static_of(const analytic_cost_model& cost, const std::vector<sample>
 }
 
 std::vector<sample> shuffled(std::vector<sample> batch, std::uint64_t seed) {
-  dcp::testing::rng r(seed);
+  dcp::test::rng r(seed);
   for (std::size_t i = batch.size(); i > 1; --i)
     std::swap(batch[i - 1], batch[static_cast<std::size_t>(r.below(static_cast<std::int64_t>(i)))]);
   return batch;
@@ -57,7 +57,7 @@ TEST_CASE("Scheduler.Promises.hold_over_1000_heavy_tailed_batches") {
     const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
     const DataCentricScheduler<> scheduler(cost);
     const std::size_t count = 8 + static_cast<std::size_t>(seed * 37 % 150);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, count, 65536);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, count, 65536);
     const auto plan = scheduler.plan(batch);
     check_promises(plan, batch, cost, best_static_of(cost, batch));
     // 3. Deterministic: same plan bit for bit for any permutation of the input.
@@ -68,12 +68,12 @@ TEST_CASE("Scheduler.Promises.hold_over_1000_heavy_tailed_batches") {
 }
 
 TEST_CASE("Scheduler.Promises.hold_on_wikipedia_batches") {
-  if (dcp::testing::skip_without_wikipedia()) return;
+  if (dcp::test::skip_without_wikipedia()) return;
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
   const DataCentricScheduler<> scheduler(cost);
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::wikipedia_batch(seed, 1'000'000, 65536);
+    const auto batch = dcp::test::wikipedia_batch(seed, 1'000'000, 65536);
     const auto plan = scheduler.plan(batch);
     check_promises(plan, batch, cost, best_static_of(cost, batch));
     CHECK(scheduler.plan(shuffled(batch, seed)) == plan);
@@ -84,7 +84,7 @@ TEST_CASE("Scheduler.Promises.hold_with_every_recompute_strategy") {
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(2, gpus::h100_sxm()));
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, 60, 32768);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 60, 32768);
     {
       const DataCentricScheduler<analytic_cost_model, varlen_buckets, full_recompute> s(cost);
       check_promises(s.plan(batch), batch, cost, best_static_of<full_recompute>(cost, batch));
@@ -105,7 +105,7 @@ TEST_CASE("Scheduler.Promises.groups_cross_nodes_only_when_needed") {
   const DataCentricScheduler<> scheduler(cost);
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     CAPTURE(seed);
-    const auto batch = dcp::testing::heavy_tailed_batch(seed, 200, 262144);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 200, 262144);
     const auto plan = scheduler.plan(batch);
     if (plan.policy != "balanced") continue;  // a static fallback is judged as a static layout
     for (const auto& m : plan.micro_steps) {

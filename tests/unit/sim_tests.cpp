@@ -79,7 +79,7 @@ TEST_CASE("Sim.Truth.models_the_cost_model_concept") {
   CHECK(truth.memory_budget() == truth.capacity_bytes() - training_spec{}.headroom(truth.cluster()));
   // The planner can plan with it too.
   const DataCentricScheduler<sim::truth_model> scheduler(truth);
-  const auto batch = testing::heavy_tailed_batch(3, 60, 32768);
+  const auto batch = test::heavy_tailed_batch(3, 60, 32768);
   const auto plan = scheduler.plan(batch);
   CHECK(plan.lower_bound_seconds <= plan.makespan_seconds);
 }
@@ -462,7 +462,7 @@ TEST_CASE("Sim.Simulator.oom_is_counted_not_hidden") {
   no_headroom.headroom_fraction = 0;
   const auto cluster = hgx_cluster(1, gpus::h200_sxm());
   const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), cluster, no_headroom));
-  const auto big = testing::heavy_tailed_batch(11, 400, 65536);
+  const auto big = test::heavy_tailed_batch(11, 400, 65536);
   const auto tight = sim::simulate(scheduler.plan(big), big, sim::truth_model(models::llama3_8b(), cluster), exact);
   CHECK(tight.oom_events > 0);
   CHECK(tight.peak_bytes > tight.capacity_bytes);
@@ -511,7 +511,7 @@ TEST_CASE("Sim.Simulator.deterministic_for_a_seed") {
   const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), truth.cluster()));
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     CAPTURE(seed);
-    const auto batch = testing::heavy_tailed_batch(seed, 120, 32768);
+    const auto batch = test::heavy_tailed_batch(seed, 120, 32768);
     const auto plan = scheduler.plan(batch);
     const auto a = sim::simulate(plan, batch, truth, {seed, 0.03});
     const auto b = sim::simulate(plan, batch, truth, {seed, 0.03});
@@ -549,7 +549,7 @@ TEST_CASE("Sim.Simulator.truth_bound_is_below_the_simulated_makespan") {
     for (std::uint64_t seed = 1; seed <= 8; ++seed) {
       CAPTURE(seed);
       CAPTURE(sc.nodes);
-      const auto batch = testing::heavy_tailed_batch(seed, 40 + 30 * static_cast<std::size_t>(sc.nodes), 65536);
+      const auto batch = test::heavy_tailed_batch(seed, 40 + 30 * static_cast<std::size_t>(sc.nodes), 65536);
       const auto plan = scheduler.plan(batch);
       const auto result = sim::simulate(plan, batch, truth, exact);
       const double bound = sim::truth_lower_bound_seconds(batch, truth);
@@ -558,13 +558,13 @@ TEST_CASE("Sim.Simulator.truth_bound_is_below_the_simulated_makespan") {
       CHECK(bound <= result.makespan_seconds * (1 + 1e-9));
     }
   }
-  if (testing::skip_without_wikipedia()) return;
+  if (test::skip_without_wikipedia()) return;
   const auto cluster = hgx_cluster(4, gpus::h200_sxm());
   const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), cluster));
   const sim::truth_model truth(models::llama3_8b(), cluster);
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     CAPTURE(seed);
-    const auto batch = testing::wikipedia_batch(seed, 1'000'000, 65536);
+    const auto batch = test::wikipedia_batch(seed, 1'000'000, 65536);
     const auto result = sim::simulate(scheduler.plan(batch), batch, truth, exact);
     CHECK(result.oom_events == 0);
     CHECK(sim::truth_lower_bound_seconds(batch, truth) <= result.makespan_seconds * (1 + 1e-9));

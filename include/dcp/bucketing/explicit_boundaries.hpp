@@ -11,7 +11,7 @@
 #include "dcp/concepts/bucketing_policy.hpp"
 #include "dcp/error.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 class explicit_boundaries {
 public:

@@ -9,7 +9,7 @@
 
 #include "dcp/concepts/bucketing_policy.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 struct log2_buckets {
   static std::int32_t bucket_of(std::int64_t tokens) noexcept {

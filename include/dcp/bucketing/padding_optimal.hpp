@@ -15,7 +15,7 @@
 #include "dcp/concepts/bucketing_policy.hpp"
 #include "dcp/error.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 class padding_optimal_buckets {
 public:

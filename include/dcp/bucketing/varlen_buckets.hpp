@@ -12,7 +12,7 @@
 #include "dcp/bucketing/video_buckets.hpp"
 #include "dcp/concepts/bucketing_policy.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 struct varlen_buckets {
   std::vector<std::int32_t> assign(std::span<const sample> batch) const {

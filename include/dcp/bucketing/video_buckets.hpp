@@ -13,7 +13,7 @@
 #include "dcp/bucketing/log2_buckets.hpp"
 #include "dcp/concepts/bucketing_policy.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 struct video_buckets {
   std::vector<std::int32_t> assign(std::span<const sample> batch) const {

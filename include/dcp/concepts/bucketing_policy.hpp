@@ -9,7 +9,7 @@
 
 #include "dcp/spec/sample.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// A bucketing policy labels the samples of a batch; only samples with the same label are packed
 /// into one micro-batch.

@@ -3,12 +3,12 @@
 
 #include <concepts>
 
-#include "dcp/cost/micro_batch_shape.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/training.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// A cost model answers, for one micro-batch under one execution config, its time on the group
 /// and its peak bytes on each GPU of the group.

@@ -12,12 +12,10 @@
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
-namespace detail {
 template <cost_model M, recompute_strategy<M> R>
-class placement_context;
-}  // namespace detail
+class placement_context;  // dcp/placement/context.hpp
 
 /// What a placement policy is given: the batch in canonical order (tokens descending, then id),
 /// a bucket label per sample, the cost model and the recompute strategy.
@@ -29,7 +27,7 @@ struct placement_problem {
   const R& recompute;
   /// The scheduler's cache of per-sample options, shared with the lower bound so nothing is
   /// evaluated twice; a placement may use it (the shipped ones do) or ignore it.
-  const detail::placement_context<M, R>* options = nullptr;
+  const placement_context<M, R>* options = nullptr;
 };
 
 /// One micro-step as a placement returns it; the scheduler numbers them, maps sample indices to

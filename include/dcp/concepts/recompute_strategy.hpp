@@ -6,7 +6,7 @@
 
 #include "dcp/concepts/cost_model.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// A recompute strategy picks the recomputation a micro-batch runs with so that it fits its
 /// memory budget under the cost model.

@@ -8,11 +8,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "dcp/cost/micro_batch_shape.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/training.hpp"
 
-namespace dcp::detail {
+namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 /// Parameters (BF16), gradients and FP32 Adam state per GPU under ZeRO `zero_stage` over
 /// `gpus` data-parallel ranks (§4.1): 16 psi unsharded; stage 1 shards the optimizer state,

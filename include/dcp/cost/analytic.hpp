@@ -11,12 +11,12 @@
 
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/cost/activation_memory.hpp"
-#include "dcp/cost/micro_batch_shape.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/training.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// Achieved fractions and fixed costs. Defaults are planning values; calibrate on the target.
 struct analytic_constants {

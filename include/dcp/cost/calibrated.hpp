@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "dcp/concepts/cost_model.hpp"
-#include "dcp/cost/micro_batch_shape.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/error.hpp"
-#include "dcp/runtime/execution_report.hpp"
+#include "dcp/spec/execution_report.hpp"
 #include "dcp/spec/training.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// How calibrated<M> fits.
 struct calibration_options {

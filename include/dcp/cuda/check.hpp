@@ -8,7 +8,7 @@
 
 #include "dcp/runtime/communicator.hpp"
 
-namespace dcp::cuda {
+namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 
 namespace detail {
 /// CUDA's name and text for `code`, e.g. "cudaErrorNoDevice: no CUDA-capable device is detected".

@@ -7,7 +7,7 @@
 
 #include "dcp/cuda/check.hpp"
 
-namespace dcp::cuda {
+namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 
 /// cudaGetDevice, then cudaSetDevice(device) when it differs (both checked); the destructor sets
 /// the previous device back. Neither copyable nor movable: it belongs to one scope.

@@ -10,7 +10,7 @@
 #include "dcp/cuda/check.hpp"
 #include "dcp/error.hpp"
 
-namespace dcp::cuda {
+namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 
 /// Two CUDA events (cudaEventCreate; timing enabled), destroyed with the timer; move-only.
 ///

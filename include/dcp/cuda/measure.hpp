@@ -9,9 +9,9 @@
 
 #include "dcp/cuda/event_timer.hpp"
 #include "dcp/cuda/memory_peak.hpp"
-#include "dcp/runtime/execution_report.hpp"
+#include "dcp/spec/execution_report.hpp"
 
-namespace dcp::cuda {
+namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 
 /// Runs `run(memory)` between the two events of an event_timer on `stream` and returns
 /// {seconds between them, the memory_peak's peak}. `run` enqueues forward and backward on

@@ -11,7 +11,7 @@
 
 #include "dcp/cuda/check.hpp"
 
-namespace dcp::cuda {
+namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 
 /// Device memory in use now on the current device: total minus free, from cudaMemGetInfo
 /// (checked). It counts the whole device: every process on it, the CUDA contexts, and whatever a

@@ -16,7 +16,7 @@
 #include "dcp/error.hpp"
 #include "dcp/runtime/communicator.hpp"
 
-namespace dcp::mpi {
+namespace dcp::inline DCP_ABI_NAMESPACE::mpi {
 
 namespace detail {
 /// The text MPI gives for an error code (empty if it has none).

@@ -28,7 +28,7 @@
 #error "dcp/nccl/communicator.hpp needs NCCL 2.18 or later (ncclCommSplit, NCCL_SPLIT_NOCOLOR)"
 #endif
 
-namespace dcp::nccl {
+namespace dcp::inline DCP_ABI_NAMESPACE::nccl {
 
 /// Throws comm_error(call, code, ncclGetErrorString(code)) unless `code` is ncclSuccess.
 inline void check(ncclResult_t code, const char* call) {

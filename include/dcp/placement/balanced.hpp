@@ -3,7 +3,7 @@
 // memory budget, give every group its own number of micro-steps, and minimise the step's
 // makespan. Two-phase malleable scheduling:
 //  1. allotment — for a target makespan T, each long sample takes the degree with the fewest
-//     GPU-seconds whose time is at most T; candidates for T are the samples' own option times;
+//     GPU-seconds whose time is at most T; candidates for T are the samples' own degree_option times;
 //  2. list scheduling — multi-GPU samples longest-first by degree (descending) on aligned
 //     blocks (the buddy order keeps every block's ranks equally loaded, so no rank idles
 //     inside a group), then single-GPU samples longest-processing-time-first;
@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
-#include "dcp/placement/detail/context.hpp"
+#include "dcp/placement/context.hpp"
 #include "dcp/placement/detail/timeline.hpp"
 #include "dcp/placement/static_layout.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 struct balanced_placement {
   /// A sample is "long" (gets a degree menu) when its single-GPU time exceeds this fraction of
@@ -70,7 +70,7 @@ public:
       seen.push_back(choice);
       const auto [estimate, floor] = fluid_estimate(choice);
       // A target whose node-crossing groups are not needed (the step lasts longer than their
-      // fastest in-node option anyway) cannot give a valid plan: skip it before scheduling.
+      // fastest in-node degree_option anyway) cannot give a valid plan: skip it before scheduling.
       if (t + 1 == targets.size() || !needless_crossing(choice, floor))
         ranked.emplace_back(estimate, t);
     }
@@ -98,7 +98,7 @@ public:
 private:
   struct long_item {
     std::size_t sample;
-    std::vector<option> menu;  // per degree index
+    std::vector<degree_option> menu;  // per degree index
     double fastest_intra = std::numeric_limits<double>::infinity();
     bool fits_intra = false;
   };
@@ -144,9 +144,9 @@ private:
     lpt_order(short_sorted_);
   }
 
-  // Targets worth trying: the samples' own option times (thinned evenly by rank), a geometric
+  // Targets worth trying: the samples' own degree_option times (thinned evenly by rank), a geometric
   // grid from the slowest "fastest option" of a long sample (no lower target can be met by
-  // all) to the largest option time, and infinity (every sample at its cheapest degree).
+  // all) to the largest degree_option time, and infinity (every sample at its cheapest degree).
   std::vector<double> candidate_targets() const {
     double floor = 0;
     for (const auto& item : longs_) {
@@ -181,7 +181,7 @@ private:
 
   bool may_use(const long_item& item, std::size_t k, double target) const {
     if (!item.menu[k].feasible) return false;
-    // Groups stay inside a node unless nothing fits there or the fastest in-node option is
+    // Groups stay inside a node unless nothing fits there or the fastest in-node degree_option is
     // longer than the target makespan.
     return !ctx_.crosses_nodes(k) || !item.fits_intra || item.fastest_intra > target;
   }
@@ -283,7 +283,7 @@ private:
   }
 
   // Full schedule for one allotment: blocks, single-GPU samples, packing, local search; nullopt
-  // when a group crosses nodes although its in-node option would not lengthen the step.
+  // when a group crosses nodes although its in-node degree_option would not lengthen the step.
   std::optional<placement> schedule(const std::vector<std::size_t>& choice) {
     const auto a = place_blocks(choice);
     // Two assignments of the single-GPU samples, each packed; the one that finishes first is
@@ -296,7 +296,7 @@ private:
       std::vector<std::vector<packed_batch>> packed(gpus_);
       std::vector<double> finish(gpus_);
       for (std::size_t r = 0; r < gpus_; ++r) {
-        packed[r] = pack(ctx_, assignment[r], 0);
+        packed[r] = pack_to_budget(ctx_, assignment[r], 0);
         finish[r] = a.free[r] + total_seconds(packed[r]);
       }
       if (end.empty() || *std::max_element(finish.begin(), finish.end()) <
@@ -401,8 +401,8 @@ private:
         auto to = items[early];
         to.push_back(from[n]);
         from.erase(from.begin() + static_cast<std::ptrdiff_t>(n));
-        auto from_batches = pack(ctx_, from, 0);
-        auto to_batches = pack(ctx_, to, 0);
+        auto from_batches = pack_to_budget(ctx_, from, 0);
+        auto to_batches = pack_to_budget(ctx_, to, 0);
         const double from_end = base[late] + total_seconds(from_batches);
         const double to_end = base[early] + total_seconds(to_batches);
         if (std::max(from_end, to_end) < end[late] * (1.0 - 1e-12)) {
@@ -423,7 +423,7 @@ private:
   const Context& ctx_;
   const balanced_placement& options_;
   std::size_t gpus_;
-  std::vector<option> single_;
+  std::vector<degree_option> single_;
   std::vector<double> estimate_;
   std::vector<bool> is_long_;
   std::vector<long_item> longs_;
@@ -436,9 +436,9 @@ private:
 
 template <cost_model M, recompute_strategy<M> R>
 placement balanced_placement::place(const placement_problem<M, R>& problem) const {
-  return detail::with_context(problem, [&](const detail::placement_context<M, R>& ctx) {
+  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
-    auto ours = detail::balanced_solver<detail::placement_context<M, R>>(ctx, *this).solve();
+    auto ours = detail::balanced_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
     if (!compare_static) return ours;
     auto best_static = detail::best_static_layout(
         ctx, exact_best_static ? std::numeric_limits<double>::infinity() : ours.makespan_seconds);

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
-#include "dcp/placement/detail/context.hpp"
+#include "dcp/placement/context.hpp"
 #include "dcp/placement/detail/timeline.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 namespace detail {
 
@@ -37,7 +37,7 @@ std::optional<placement> static_layout(const Context& ctx, std::size_t k) {
   out.policy = "static(degree " + std::to_string(d) + ")";
   for (std::size_t g = 0; g < groups; ++g) {
     if (assigned[g].empty()) continue;
-    const auto batches = pack(ctx, std::move(assigned[g]), k);
+    const auto batches = pack_to_budget(ctx, std::move(assigned[g]), k);
     const double end = append_group(out, batches, static_cast<std::int64_t>(g) * d,
                                     ctx.config(k), 0.0);
     out.makespan_seconds = std::max(out.makespan_seconds, end);
@@ -91,7 +91,7 @@ struct static_placement {
   placement place(const placement_problem<M, R>& problem) const {
     validate(execution_config{degree, problem.cost.training().sp, {}}, problem.cost.model(),
              problem.cost.cluster());
-    return detail::with_context(problem, [&](const detail::placement_context<M, R>& ctx) {
+    return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
       std::size_t k = 0;
       while (ctx.degree(k) != degree) ++k;
       for (std::size_t i = 0; i < ctx.size(); ++i)
@@ -108,7 +108,7 @@ struct static_placement {
 struct best_static_placement {
   template <cost_model M, recompute_strategy<M> R>
   placement place(const placement_problem<M, R>& problem) const {
-    return detail::with_context(problem, [&](const detail::placement_context<M, R>& ctx) {
+    return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
       return place_with(ctx, problem);
     });
   }

@@ -14,7 +14,7 @@
 
 #include "dcp/plan/step_plan.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// The value of the top-level "format" field; bumped when a field changes meaning or goes away
 /// (adding a field does not bump it).

@@ -18,7 +18,7 @@
 #include "dcp/error.hpp"
 #include "dcp/plan/step_plan.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// A plan document that is not valid JSON, or not a valid `dcp.step_plan/1`.
 class invalid_plan : public error {

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "dcp/placement/detail/context.hpp"
+#include "dcp/placement/context.hpp"
 
-namespace dcp::detail {
+namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 template <class Context>
 double lower_bound_seconds(const Context& ctx) {

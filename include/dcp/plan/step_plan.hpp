@@ -13,7 +13,7 @@
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/training.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// One micro-batch run by one group of GPUs. Every rank runs the micro-steps that include it in
 /// increasing `sequence`; all members of a group hold the same number, so no cycle of waits can

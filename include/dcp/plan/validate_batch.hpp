@@ -10,7 +10,7 @@
 #include "dcp/error.hpp"
 #include "dcp/spec/sample.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 inline void validate_batch(std::span<const sample> batch) {
   for (std::size_t i = 0; i < batch.size(); ++i) {

@@ -8,7 +8,7 @@
 #include "dcp/concepts/recompute_strategy.hpp"
 #include "dcp/cost/analytic.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 namespace detail {
 template <cost_model M>

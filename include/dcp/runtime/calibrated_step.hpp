@@ -22,7 +22,7 @@
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/spec/sample.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 namespace detail {
 template <class T>

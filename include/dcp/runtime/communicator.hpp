@@ -14,7 +14,7 @@
 
 #include "dcp/error.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// A backend call failed (an MPI error class, an ncclResult_t, an in-process fault). The message
 /// names the call and the code; both are also kept for programs that branch on them.

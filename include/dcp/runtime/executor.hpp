@@ -11,12 +11,12 @@
 #include "dcp/error.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/runtime/communicator.hpp"
-#include "dcp/runtime/execution_report.hpp"
+#include "dcp/spec/execution_report.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/runtime/plan_agreement.hpp"
 #include "dcp/spec/training.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// A framework's runner of one micro-batch on a group of ranks.
 ///

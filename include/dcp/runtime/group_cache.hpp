@@ -13,7 +13,7 @@
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/runtime/communicator.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// Holds, for each power-of-two degree d, this rank's aligned group of degree d (the ranks
 /// [rank / d * d, rank / d * d + d)). One split of the world makes every group of a degree at

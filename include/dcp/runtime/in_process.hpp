@@ -20,7 +20,7 @@
 #include "dcp/error.hpp"
 #include "dcp/runtime/communicator.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// comm_error codes of the in-process communicator.
 inline constexpr std::int64_t in_process_count_mismatch = 1;  ///< ranks passed different counts

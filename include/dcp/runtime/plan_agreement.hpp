@@ -13,7 +13,7 @@
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/runtime/communicator.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 namespace detail {
 inline std::string hex64(std::uint64_t value) {

@@ -19,7 +19,7 @@
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/spec/sample.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// The points to measure: every length x degree x recompute setting, each `repetitions` times
 /// after `warmups` unmeasured runs.

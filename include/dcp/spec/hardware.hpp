@@ -7,7 +7,7 @@
 
 #include "dcp/error.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 inline constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 

@@ -10,7 +10,7 @@
 #include "dcp/error.hpp"
 #include "dcp/spec/sample.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 enum class mlp_kind : std::uint8_t { swiglu, gelu };
 enum class model_family : std::uint8_t { decoder_lm, diffusion_transformer };

@@ -8,7 +8,9 @@
 #include <ostream>
 #include <string_view>
 
-namespace dcp {
+#include "dcp/config.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// How a sample's tokens attend to each other; decides the attention FLOPs and the mask factor.
 enum class attention_kind : std::uint8_t {

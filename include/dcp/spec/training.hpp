@@ -13,7 +13,7 @@
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/model.hpp"
 
-namespace dcp {
+namespace dcp::inline DCP_ABI_NAMESPACE {
 
 enum class precision : std::uint8_t { bf16_mixed };
 enum class sequence_parallel : std::uint8_t { ulysses, ring };

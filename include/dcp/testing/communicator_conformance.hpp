@@ -11,7 +11,7 @@
 #include "dcp/error.hpp"
 #include "dcp/runtime/communicator.hpp"
 
-namespace dcp::testing {
+namespace dcp::inline DCP_ABI_NAMESPACE::testing {
 
 namespace detail {
 

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "dcp/placement/detail/context.hpp"
+#include "dcp/placement/context.hpp"
 
-namespace dcp::detail {
+namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 /// Orders items for longest-processing-time-first: estimate descending, then index.
 inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {

@@ -1,0 +1,261 @@
+#pragma once
+// The degree_option table every placement policy works from (ours, the peers' and the bounds): the
+// degrees a cluster allows, per-sample options (degree -> recompute, seconds, bytes) computed
+// once per (sample, degree), and the memory-budget packer.
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dcp/concepts/placement_policy.hpp"
+#include "dcp/error.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE {
+
+/// The result of asking "how does this micro-batch run at degree d".
+struct degree_option {
+  bool feasible = false;
+  recompute_setting recompute{};
+  double seconds = std::numeric_limits<double>::infinity();
+  double peak_bytes = 0;
+};
+
+/// Powers of two up to the cluster size; Ulysses degrees must also divide the head count.
+inline std::vector<std::int64_t> allowed_degrees(const model_spec& model,
+                                                 const cluster_spec& cluster,
+                                                 sequence_parallel sp) {
+  std::vector<std::int64_t> degrees;
+  for (std::int64_t d = 1; d <= cluster.gpus; d *= 2)
+    if (sp == sequence_parallel::ring || model.heads % d == 0) degrees.push_back(d);
+  return degrees;
+}
+
+namespace detail {
+
+inline std::string format_gib(double bytes) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << bytes / gib << " GiB";
+  return os.str();
+}
+
+}  // namespace detail
+
+template <cost_model M, recompute_strategy<M> R>
+class placement_context {
+public:
+  explicit placement_context(const placement_problem<M, R>& problem)
+      : problem_(problem),
+        sp_(problem.cost.training().sp),
+        gpus_(problem.cost.cluster().gpus),
+        gpus_per_node_(problem.cost.cluster().gpus_per_node),
+        budget_(problem.cost.memory_budget()),
+        degrees_(allowed_degrees(problem.cost.model(), problem.cost.cluster(), sp_)) {
+    shapes_.reserve(problem.samples.size());
+    for (const auto& s : problem.samples) shapes_.push_back(micro_batch_shape::of(s));
+    for (auto d : degrees_) {
+      const execution_config c{d, sp_, {}};
+      empty_seconds_.push_back(problem.cost.seconds(micro_batch_shape{}, c));
+      empty_bytes_.push_back(problem.cost.peak_bytes(micro_batch_shape{}, c));
+    }
+  }
+
+  const placement_problem<M, R>& problem() const noexcept { return problem_; }
+  std::size_t size() const noexcept { return shapes_.size(); }
+  const micro_batch_shape& shape(std::size_t i) const noexcept { return shapes_[i]; }
+  std::int32_t bucket(std::size_t i) const noexcept { return problem_.buckets[i]; }
+  const std::vector<std::int64_t>& degrees() const noexcept { return degrees_; }
+  std::int64_t degree(std::size_t k) const noexcept { return degrees_[k]; }
+  std::int64_t gpus() const noexcept { return gpus_; }
+  std::int64_t gpus_per_node() const noexcept { return gpus_per_node_; }
+  bool crosses_nodes(std::size_t k) const noexcept { return degrees_[k] > gpus_per_node_; }
+  double budget() const noexcept { return budget_; }
+  sequence_parallel sp() const noexcept { return sp_; }
+  double empty_seconds(std::size_t k) const noexcept { return empty_seconds_[k]; }
+
+  /// A floor on the time sample i, run as degree_option `o` at degree index k, adds to any
+  /// micro-batch: the cost model's `marginal_seconds` when it has one, otherwise its seconds
+  /// minus those of an empty micro-batch with the same setting (cost_model requirement 5).
+  double marginal_seconds(std::size_t i, const degree_option& o, std::size_t k) const {
+    const auto c = config(k, o.recompute);
+    if constexpr (requires { problem_.cost.marginal_seconds(shapes_[i], c); }) {
+      return problem_.cost.marginal_seconds(shapes_[i], c);
+    } else {
+      const double empty = o.recompute.is_none()
+                               ? empty_seconds_[k]
+                               : problem_.cost.seconds(micro_batch_shape{}, c);
+      return std::max(o.seconds - empty, 0.0);
+    }
+  }
+
+  execution_config config(std::size_t k, recompute_setting r = {}) const noexcept {
+    return {degrees_[k], sp_, r};
+  }
+
+  /// evaluate() of sample i alone at degree index k, computed once per (sample, degree).
+  const degree_option& alone(std::size_t i, std::size_t k) const {
+    if (alone_.empty()) alone_.resize(degrees_.size());
+    auto& column = alone_[k];
+    if (column.empty()) {
+      column.resize(shapes_.size());
+      known_.resize(degrees_.size());
+      known_[k].assign(shapes_.size(), false);
+    }
+    if (!known_[k][i]) {
+      column[i] = evaluate(shapes_[i], k);
+      known_[k][i] = true;
+    }
+    return column[i];
+  }
+
+  /// Peak bytes of `shape` at degree index k if the recompute strategy runs it with exactly
+  /// `setting` and it fits the budget; nullopt otherwise. The budget check comes first: it is
+  /// one cost-model call and rejects most attempts.
+  std::optional<double> runs_with(const micro_batch_shape& shape, std::size_t k,
+                                  recompute_setting setting) const {
+    const double bytes = problem_.cost.peak_bytes(shape, config(k, setting));
+    if (bytes > budget_) return std::nullopt;
+    if constexpr (!fit_decides_v<R>) {
+      const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
+      if (!chosen || *chosen != setting) return std::nullopt;
+    }
+    return bytes;
+  }
+
+  double empty_bytes(std::size_t k) const noexcept { return empty_bytes_[k]; }
+
+  /// Time and bytes of `shape` at degree index k with a given setting.
+  degree_option run(const micro_batch_shape& shape, std::size_t k, recompute_setting setting) const {
+    const auto c = config(k, setting);
+    return {true, setting, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c)};
+  }
+
+  /// The recompute strategy's setting for this shape at degree index k, with its time and bytes.
+  degree_option evaluate(const micro_batch_shape& shape, std::size_t k) const {
+    const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
+    if (!chosen) return {};
+    const auto c = config(k, *chosen);
+    return {true, *chosen, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c)};
+  }
+
+  /// Time this sample adds to a micro-batch at degree index k, with its share of the fixed
+  /// per-micro-step cost in proportion to the activation memory it takes (the packer fills
+  /// micro-batches to the budget, so that share is how many micro-steps it costs).
+  double packed_estimate(std::size_t k, const degree_option& alone) const {
+    const double fixed = empty_seconds_[k];
+    const double room = std::max(budget_ - empty_bytes_[k], 1.0);
+    const double share = std::clamp((alone.peak_bytes - empty_bytes_[k]) / room, 0.0, 1.0);
+    return std::max(alone.seconds - fixed, 0.0) + fixed * share;
+  }
+
+  /// Error for a sample that fits nowhere: names it, the bytes it needs at the largest degree
+  /// with every layer recomputed, and the bytes available.
+  [[noreturn]] void throw_does_not_fit(std::size_t i) const {
+    const auto& s = problem_.samples[i];
+    const std::size_t k = degrees_.size() - 1;
+    const auto c = config(k, recompute_setting::full(problem_.cost.model().layers));
+    const double need = problem_.cost.peak_bytes(shapes_[i], c);
+    throw sample_does_not_fit(
+        "sample " + std::to_string(s.id) + " (" + std::to_string(s.tokens) +
+        " tokens) does not fit: it needs " + detail::format_gib(need) + " (" +
+        std::to_string(static_cast<long long>(need)) + " bytes) per GPU at degree " +
+        std::to_string(degrees_[k]) + " with full recompute, " + detail::format_gib(budget_) + " (" +
+        std::to_string(static_cast<long long>(budget_)) + " bytes) available");
+  }
+
+private:
+  const placement_problem<M, R>& problem_;
+  sequence_parallel sp_;
+  std::int64_t gpus_;
+  std::int64_t gpus_per_node_;
+  double budget_;
+  std::vector<std::int64_t> degrees_;
+  std::vector<micro_batch_shape> shapes_;
+  std::vector<double> empty_seconds_;
+  std::vector<double> empty_bytes_;
+  mutable std::vector<std::vector<degree_option>> alone_;
+  mutable std::vector<std::vector<bool>> known_;
+};
+
+/// Calls f with the problem's shared degree_option cache, or with a fresh one when it has none.
+template <class M, class R, class F>
+decltype(auto) with_placement_context(const placement_problem<M, R>& problem, F&& f) {
+  if (problem.options) return f(*problem.options);
+  const placement_context<M, R> own(problem);
+  return f(own);
+}
+
+/// A micro-batch being filled by the packer.
+struct packed_batch {
+  std::vector<std::size_t> samples{};
+  micro_batch_shape shape{};
+  degree_option run{};
+};
+
+/// Packs the samples one group runs at degree index k into micro-batches: per bucket, first fit
+/// in canonical order (longest first), a sample joining a micro-batch only if the recompute
+/// strategy's setting for the union is the one the micro-batch already has (packing never adds
+/// recomputation) and the union fits the budget.
+template <class Context>
+std::vector<packed_batch> pack_to_budget(const Context& ctx, std::vector<std::size_t> items, std::size_t k) {
+  const auto before = [&](std::size_t a, std::size_t b) {
+    if (ctx.bucket(a) != ctx.bucket(b)) return ctx.bucket(a) > ctx.bucket(b);
+    return a < b;
+  };
+  if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
+  // A micro-batch whose free bytes are below what the smallest sample needs is closed and no
+  // longer scanned, which keeps first fit near-linear when a group holds thousands of samples.
+  double smallest_need = std::numeric_limits<double>::infinity();
+  for (auto i : items) {
+    const auto& alone = ctx.alone(i, k);
+    if (alone.feasible) smallest_need = std::min(smallest_need, alone.peak_bytes - ctx.empty_bytes(k));
+  }
+  std::vector<packed_batch> batches;
+  std::vector<double> free_bytes;
+  std::vector<std::size_t> open;  // indices of batches still worth scanning, in creation order
+  std::size_t bucket_begin = 0;   // first entry of `open` for the current bucket
+  for (std::size_t n = 0; n < items.size(); ++n) {
+    const std::size_t i = items[n];
+    if (n > 0 && ctx.bucket(i) != ctx.bucket(items[n - 1])) bucket_begin = open.size();
+    bool placed = false;
+    const auto& alone = ctx.alone(i, k);
+    // What the sample needs on its own, less a little for rounding: bins with less free room are
+    // skipped without asking the cost model (memory is close to additive in samples).
+    const double need = 0.999 * (alone.peak_bytes - ctx.empty_bytes(k));
+    for (std::size_t o = bucket_begin; o < open.size() && !placed; ++o) {
+      if (free_bytes[open[o]] < need) continue;
+      auto& batch = batches[open[o]];
+      const auto joined = batch.shape + ctx.shape(i);
+      if (const auto bytes = ctx.runs_with(joined, k, batch.run.recompute)) {
+        batch.samples.push_back(i);
+        batch.shape = joined;
+        free_bytes[open[o]] = ctx.budget() - *bytes;
+        if (free_bytes[open[o]] < smallest_need) open.erase(open.begin() + static_cast<std::ptrdiff_t>(o));
+        placed = true;
+      }
+    }
+    if (!placed) {
+      if (!alone.feasible) ctx.throw_does_not_fit(i);
+      batches.push_back({{i}, ctx.shape(i), alone});
+      free_bytes.push_back(ctx.budget() - alone.peak_bytes);
+      if (free_bytes.back() >= smallest_need) open.push_back(batches.size() - 1);
+    }
+  }
+  for (auto& batch : batches)
+    if (batch.samples.size() > 1) batch.run = ctx.run(batch.shape, k, batch.run.recompute);
+  return batches;
+}
+
+/// Total seconds of a list of packed micro-batches.
+inline double total_seconds(const std::vector<packed_batch>& batches) noexcept {
+  double t = 0;
+  for (const auto& b : batches) t += b.run.seconds;
+  return t;
+}
+
+}  // namespace dcp

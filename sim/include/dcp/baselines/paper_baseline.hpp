@@ -1,0 +1,219 @@
+#pragma once
+// The configuration the DCP paper compares against: bucket parallelism with a fixed sequence-
+// parallel degree of 4 for every sample, every layer recomputed, and a batch size per bucket.
+//
+// Source: VideoSys (NUS-HPC-AI-Lab/VideoSys) examples/training/open_sora/configs/benchmarks/
+// baseline.yaml (`sp_size: 4`, grad_checkpoint: True) and the sampler's bucketized path
+// (videosys/training/datasets/open_sora/sampler.py, `_build_bucketized_bucket_id_access_order`:
+// each bucket cut into batches of its profiled batch size, every SP group taking one batch of
+// one bucket per iteration); the profiler keeps, for the fixed sp, the largest batch size that
+// fits. Notes: ../shared/research/dcp.md §1.2, §1.3 and §4.2.
+//
+// Simplifications and adaptations:
+//  - Batch size per bucket: the largest count of the bucket's longest sample (in this batch)
+//    that fits at degree 4 with every layer recomputed, at most the bucket's sample count — by
+//    binary search on the cost model, not only powers of two (the profiler doubles). The memory
+//    limit is the cost model's budget unless `memory_fraction` sets VideoSys's cap
+//    (alloc_fraction × GPU memory).
+//  - VideoSys's "global interpolation" (default on for its baseline; the profiler code that does
+//    it is only partly public, dcp.md §1.2): a bucket whose batch time is above the median bucket
+//    batch time gets bs × median / time when that lowers the error (1.5× weight above the
+//    median, 1× below), the new time from the cost model rather than by proportion. Batch sizes
+//    are never raised (the memory limit already binds).
+//  - Batches are dealt longest first (by the cost model's time) to the least-loaded group,
+//    rather than in VideoSys's random interleaved access order.
+//  - Iterations run back to back within the step (no optimizer step between them); nothing is
+//    dropped or padded (VideoSys trims the access order to a multiple of the DP size).
+//  - A batch that does not fit at degree 4 even alone (one sample longer than four GPUs hold)
+//    runs at the smallest larger allowed degree where it fits, on the least-loaded aligned block.
+//  - Full recomputation regardless of the scheduler's Recompute strategy (the baseline
+//    checkpoints every layer).
+//  - For text, give the scheduler a length bucketing (log2_buckets): under varlen_buckets all
+//    text is one bucket and its batch size is set by the longest sample.
+// Memory: within the budget (or within memory_fraction × capacity, which may exceed the budget
+// when set above it — then this policy does NOT keep placement_policy's budget requirement).
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dcp/baselines/detail/common.hpp"
+#include "dcp/concepts/placement_policy.hpp"
+#include "dcp/cost/analytic.hpp"
+#include "dcp/placement/context.hpp"
+#include "dcp/placement/detail/timeline.hpp"
+#include "dcp/recompute/strategies.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
+
+struct paper_baseline {
+  /// The fixed sequence-parallel degree (sp_size in baseline.yaml).
+  std::int64_t degree = 4;
+  /// 0: batch sizes fit the cost model's budget; else the profiler's cap as a fraction of the
+  /// GPU memory (VideoSys alloc_fraction).
+  double memory_fraction = 0;
+  /// VideoSys's global interpolation (on by default for its baseline): batch sizes of buckets
+  /// slower than the median bucket scaled towards the median time.
+  bool global_interpolation = true;
+
+  template <cost_model M, recompute_strategy<M> R>
+  placement place(const placement_problem<M, R>& problem) const;
+
+  std::string_view name() const noexcept { return "paper-baseline"; }
+  friend bool operator==(const paper_baseline&, const paper_baseline&) = default;
+};
+
+namespace detail {
+
+template <class Context>
+class paper_solver {
+public:
+  paper_solver(const Context& ctx, const paper_baseline& options)
+      : ctx_(ctx),
+        options_(options),
+        full_(recompute_setting::full(ctx.problem().cost.model().layers)),
+        limit_(options.memory_fraction > 0
+                   ? options.memory_fraction * ctx.problem().cost.cluster().gpu.memory_bytes
+                   : ctx.budget()) {}
+
+  placement solve() {
+    validate(execution_config{options_.degree, ctx_.sp(), {}}, ctx_.problem().cost.model(),
+             ctx_.problem().cost.cluster());
+    const auto k = degree_index_of(ctx_, options_.degree);
+    // Buckets in order of their longest sample; batches of the bucket's batch size.
+    std::vector<std::int32_t> labels;
+    std::vector<std::vector<std::size_t>> buckets;
+    for (std::size_t i = 0; i < ctx_.size(); ++i) {
+      const auto at = std::find(labels.begin(), labels.end(), ctx_.bucket(i));
+      if (at == labels.end()) {
+        labels.push_back(ctx_.bucket(i));
+        buckets.push_back({i});
+      } else {
+        buckets[static_cast<std::size_t>(at - labels.begin())].push_back(i);
+      }
+    }
+    struct batch {
+      std::vector<std::size_t> items;
+      std::size_t degree_index;
+      dcp::degree_option run;
+    };
+    // The profiler's batch size per bucket (the largest that fits), then VideoSys's global
+    // interpolation: a bucket whose batch takes longer than the median bucket's gets the batch
+    // size scaled by median / time when that lowers |time - median| (1.5x weight above).
+    std::vector<std::size_t> sizes;
+    std::vector<double> times;
+    for (const auto& bucket : buckets) {
+      sizes.push_back(batch_size(bucket.front(), bucket.size(), k));
+      times.push_back(sizes.back() > 0 ? batch_seconds(bucket.front(), sizes.back(), k) : 0.0);
+    }
+    if (options_.global_interpolation && !times.empty()) {
+      auto sorted = times;
+      std::sort(sorted.begin(), sorted.end());
+      const auto mid = sorted.size() / 2;
+      const double median = sorted.size() % 2 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
+      const auto score = [&](double t) { return t > median ? (t - median) * 1.5 : median - t; };
+      for (std::size_t b = 0; b < buckets.size(); ++b) {
+        if (sizes[b] <= 1 || times[b] <= median) continue;
+        const auto scaled = std::max<std::size_t>(
+            1, static_cast<std::size_t>(static_cast<double>(sizes[b]) * median / times[b]));
+        const double t = batch_seconds(buckets[b].front(), scaled, k);
+        if (score(t) < score(times[b])) {
+          sizes[b] = scaled;
+          times[b] = t;
+        }
+      }
+    }
+    std::vector<batch> batches;
+    for (const auto& bucket : buckets) {
+      const auto size = sizes[static_cast<std::size_t>(&bucket - buckets.data())];
+      const std::size_t step = std::max<std::size_t>(size, 1);
+      for (std::size_t at = 0; at < bucket.size(); at += step) {
+        std::vector<std::size_t> items(bucket.begin() + static_cast<std::ptrdiff_t>(at),
+                                       bucket.begin() + static_cast<std::ptrdiff_t>(std::min(at + step, bucket.size())));
+        const auto kb = size > 0 || fits(items.front(), 1, k) ? k : larger_degree(items.front(), k);
+        const auto run = ctx_.run(shape_of(ctx_, items), kb, full_);
+        batches.push_back({std::move(items), kb, run});
+      }
+    }
+    placement out;
+    rank_clock clock(ctx_.gpus());
+    // Batches that need a larger degree first, each on its least-loaded aligned block.
+    for (auto& b : batches) {
+      if (b.degree_index == k) continue;
+      const auto d = ctx_.degree(b.degree_index);
+      std::int64_t first = 0;
+      for (std::int64_t start = 0; start + d <= ctx_.gpus(); start += d)
+        if (clock.ready(start, d) < clock.ready(first, d)) first = start;
+      append_step(out, clock, ctx_, first, b.degree_index, b.items, b.run);
+    }
+    // The degree-4 batches dealt longest first to the least-loaded group.
+    const std::int64_t d = ctx_.degree(k);
+    const auto groups = static_cast<std::size_t>(ctx_.gpus() / d);
+    std::vector<std::pair<double, std::size_t>> order;
+    for (std::size_t n = 0; n < batches.size(); ++n)
+      if (batches[n].degree_index == k) order.emplace_back(batches[n].run.seconds, n);
+    std::vector<double> loads;
+    for (std::size_t g = 0; g < groups; ++g) loads.push_back(clock.ready(static_cast<std::int64_t>(g) * d, d));
+    const auto assigned = dcp::detail::lpt_assign(std::move(order), loads);
+    for (std::size_t g = 0; g < groups; ++g)
+      for (auto n : assigned[g])
+        append_step(out, clock, ctx_, static_cast<std::int64_t>(g) * d, k, batches[n].items, batches[n].run);
+    out.policy = "paper-baseline (degree " + std::to_string(d) + ", full recompute)";
+    return out;
+  }
+
+private:
+  micro_batch_shape copies(std::size_t representative, std::int64_t count) const {
+    const auto& one = ctx_.shape(representative);
+    return {count * one.samples, count * one.tokens, one.longest,
+            static_cast<double>(count) * one.attention_pairs};
+  }
+  bool fits(std::size_t representative, std::int64_t count, std::size_t k) const {
+    return ctx_.problem().cost.peak_bytes(copies(representative, count), ctx_.config(k, full_)) <= limit_;
+  }
+  double batch_seconds(std::size_t representative, std::size_t count, std::size_t k) const {
+    return ctx_.problem().cost.seconds(copies(representative, static_cast<std::int64_t>(count)),
+                                       ctx_.config(k, full_));
+  }
+
+  // The largest count of the representative that fits at degree index k (0 if not even one).
+  std::size_t batch_size(std::size_t representative, std::size_t count, std::size_t k) const {
+    if (!fits(representative, 1, k)) return 0;
+    std::size_t low = 1;
+    std::size_t high = count + 1;  // does not fit or is past the count
+    while (high - low > 1) {
+      const std::size_t mid = low + (high - low) / 2;
+      if (fits(representative, static_cast<std::int64_t>(mid), k)) low = mid;
+      else high = mid;
+    }
+    return low;
+  }
+
+  std::size_t larger_degree(std::size_t sample, std::size_t k) const {
+    for (std::size_t j = k + 1; j < ctx_.degrees().size(); ++j)
+      if (fits(sample, 1, j)) return j;
+    ctx_.throw_does_not_fit(sample);
+  }
+
+  const Context& ctx_;
+  const paper_baseline& options_;
+  recompute_setting full_;
+  double limit_;
+};
+
+}  // namespace detail
+
+template <cost_model M, recompute_strategy<M> R>
+placement paper_baseline::place(const placement_problem<M, R>& problem) const {
+  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
+    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "paper-baseline"};
+    return detail::paper_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
+  });
+}
+
+static_assert(placement_policy<paper_baseline, analytic_cost_model, pyramid_recompute>);
+
+}  // namespace dcp::baselines

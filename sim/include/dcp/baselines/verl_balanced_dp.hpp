@@ -1,0 +1,372 @@
+#pragma once
+// verl / OpenRLHF balanced data parallelism as a placement policy: Karmarkar–Karp over the
+// data-parallel ranks on the workload 24576·s + s², then micro-batches by a token cap per rank.
+//
+// Source: volcengine/verl, verl/utils/seqlen_balancing.py — `calculate_workload`
+// (24576·s + s², the 12h²s + 2hs² FLOPs of a dense block with h = 4096), `karmarkar_karp`
+// (largest differencing, with the equal_size grouping), `rearrange_micro_batches`
+// (count = min(n, ceil(tokens / max_token_len)), all-reduced to the maximum over DP with
+// same_micro_num_in_dp, KK on workloads, then sorted by workload and interleaved so the smallest
+// sit at both ends); the trainer's `_balance_batch` (KK with equal_size over the DP ranks).
+// OpenRLHF's openrlhf/utils/seqlen_balancing.py copies it. Notes: ../shared/research/peers.md
+// §2.12.
+//
+// Simplifications and adaptations:
+//  - ulysses_degree = 1 (default): every GPU is one DP rank and runs its micro-batches at
+//    degree 1. verl itself runs Ulysses SP of one fixed size for everything (and requires
+//    max_token_len × sp >= the longest sequence); here only a sample that alone exceeds the cap
+//    runs at the smallest power-of-two degree d with tokens <= d × max_token_len, before the
+//    other micro-batches, on the aligned block whose ranks carry the least such work; KK then
+//    partitions the other samples over the DP ranks with that work as each rank's starting load
+//    (one more differencing state that holds it). ulysses_degree = s > 1 is verl's fixed SP
+//    (DP = GPUs / s, cap s × max_token_len per micro-batch); 0 picks the smallest s whose cap
+//    holds the longest sample, as a verl user sizes it.
+//  - max_token_len (ppo_max_token_len_per_gpu) is the knob a verl user tunes. Set, it is used
+//    as given. Left at 0, it is tuned per batch: the capacity C (the most tokens one GPU holds
+//    while the recompute strategy keeps its lightest setting — no recomputation under
+//    pyramid_recompute) and C/2, C/4, ... (cap_candidates values) are each planned and the
+//    fastest plan by the cost model is kept. Each micro-step runs with the recompute strategy's
+//    setting (every layer recomputed when it has none that fits).
+//  - KK alone does not enforce the token cap (verl issue: a micro-batch may exceed
+//    max_token_len). enforce_token_cap = true (default) applies the merged fix (PR #7553): one
+//    more micro-batch until every one is within the cap; false reproduces the older behaviour,
+//    whose micro-steps may exceed the budget.
+//  - equal_size needs the batch size to be a multiple of the DP size in verl; here zero-length
+//    placeholders pad it, so ranks differ by at most one sample.
+//  - Ties in KK's heap, which Python leaves to heap order, are broken by insertion order.
+// Memory: verl is memory-aware only through the token cap; a cap above the capacity or
+// enforce_token_cap = false gives micro-steps over the budget — on purpose: this policy does NOT
+// promise placement_policy's budget requirement.
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dcp/baselines/detail/common.hpp"
+#include "dcp/concepts/placement_policy.hpp"
+#include "dcp/cost/analytic.hpp"
+#include "dcp/placement/context.hpp"
+#include "dcp/recompute/strategies.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
+
+/// verl's `calculate_workload`: 24576·s + s² (FLOPs of a 7B-sized block up to a constant).
+constexpr std::int64_t verl_workload(std::int64_t tokens) noexcept {
+  return 24576 * tokens + tokens * tokens;
+}
+
+namespace detail {
+
+struct kk_set {
+  std::int64_t sum = 0;
+  std::vector<std::pair<std::size_t, std::int64_t>> items{};  // (index, value)
+};
+
+// Python's Set.__lt__: by sum, then item count, then the item lists.
+inline bool kk_set_less(const kk_set& a, const kk_set& b) {
+  if (a.sum != b.sum) return a.sum < b.sum;
+  if (a.items.size() != b.items.size()) return a.items.size() < b.items.size();
+  return a.items < b.items;
+}
+
+struct kk_state {
+  std::vector<kk_set> sets{};  // decreasing
+  std::uint64_t order = 0;     // insertion, for ties
+  std::int64_t spread() const { return sets.front().sum - sets.back().sum; }
+  void sort() {
+    std::stable_sort(sets.begin(), sets.end(), [](const kk_set& a, const kk_set& b) { return kk_set_less(b, a); });
+  }
+};
+
+// Heap order: the state with the largest spread first, then the one with the largest set, then
+// the earliest inserted. Returns whether `a` comes after `b`.
+inline bool kk_after(const kk_state& a, const kk_state& b) {
+  if (a.spread() != b.spread()) return a.spread() < b.spread();
+  if (kk_set_less(a.sets.front(), b.sets.front()) || kk_set_less(b.sets.front(), a.sets.front()))
+    return kk_set_less(a.sets.front(), b.sets.front());
+  return a.order > b.order;
+}
+
+}  // namespace detail
+
+/// verl's `karmarkar_karp` (largest differencing method): partitions of the indices of `values`
+/// into k parts with balanced sums; with `equal_size`, every part gets the same number of items
+/// (here: padded with zero-valued placeholders when the count is not a multiple of k, so parts
+/// differ by at most one). Each part's indices ascending, as get_seqlen_balanced_partitions
+/// returns them. `preload`, if given (k values), is work the parts already carry: it enters the
+/// differencing as one more state whose k sets hold it, and part j is the one holding preload j
+/// (sets of one state never merge, so each final part holds exactly one). verl has no preload.
+inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<std::int64_t>& values,
+                                                            std::size_t k, bool equal_size,
+                                                            const std::vector<std::int64_t>& preload = {}) {
+  if (k == 0) return {};
+  const std::size_t n = values.size();
+  std::vector<std::pair<std::int64_t, std::size_t>> sorted;
+  const std::size_t pad = equal_size && n % k != 0 ? k - n % k : 0;
+  for (std::size_t p = 0; p < pad; ++p) sorted.emplace_back(0, n + p);
+  for (std::size_t i = 0; i < n; ++i) sorted.emplace_back(values[i], i);
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t pinned = n + pad;  // indices of preload placeholders start here
+  std::vector<detail::kk_state> heap;
+  std::uint64_t order = 0;
+  const auto push = [&](detail::kk_state state) {
+    state.order = order++;
+    heap.push_back(std::move(state));
+    std::push_heap(heap.begin(), heap.end(), detail::kk_after);
+  };
+  const auto pop = [&] {
+    std::pop_heap(heap.begin(), heap.end(), detail::kk_after);
+    auto state = std::move(heap.back());
+    heap.pop_back();
+    return state;
+  };
+  const std::size_t step = equal_size ? k : 1;
+  for (std::size_t offset = 0; offset < sorted.size(); offset += step) {
+    detail::kk_state state;
+    state.sets.resize(k);
+    for (std::size_t j = 0; j < step; ++j) {
+      const auto [value, index] = sorted[offset + j];
+      state.sets[j].items.emplace_back(index, value);
+      state.sets[j].sum += value;
+    }
+    state.sort();
+    push(std::move(state));
+  }
+  if (preload.size() == k) {
+    detail::kk_state state;
+    state.sets.resize(k);
+    for (std::size_t j = 0; j < k; ++j) {
+      state.sets[j].items.emplace_back(pinned + j, preload[j]);
+      state.sets[j].sum += preload[j];
+    }
+    state.sort();
+    push(std::move(state));
+  }
+  if (heap.empty()) return std::vector<std::vector<std::size_t>>(k);
+  while (heap.size() > 1) {
+    auto first = pop();
+    auto second = pop();
+    for (std::size_t j = 0; j < k; ++j) {
+      auto& into = first.sets[j];
+      auto& from = second.sets[k - 1 - j];
+      into.items.insert(into.items.end(), from.items.begin(), from.items.end());
+      into.sum += from.sum;
+    }
+    first.sort();
+    push(std::move(first));
+  }
+  std::vector<std::vector<std::size_t>> parts(k);
+  std::size_t next = 0;
+  for (const auto& set : heap.front().sets) {
+    std::vector<std::size_t> part;
+    std::size_t slot = k;
+    for (const auto& [index, value] : set.items) {
+      if (index < n) part.push_back(index);
+      else if (index >= pinned) slot = index - pinned;
+    }
+    std::sort(part.begin(), part.end());
+    parts[preload.size() == k ? slot : next++] = std::move(part);
+  }
+  return parts;
+}
+
+struct verl_balanced_dp {
+  /// ppo_max_token_len_per_gpu; 0 tunes it (see the header comment).
+  std::int64_t max_token_len = 0;
+  /// With max_token_len = 0: the caps tried are capacity / 2^j, j < this.
+  std::int32_t cap_candidates = 5;
+  /// ulysses_sequence_parallel_size of every micro-batch. 1 (default): data parallelism over
+  /// every GPU, a sample above the cap alone at a larger degree; 0: the smallest allowed degree
+  /// whose cap holds the longest sample (how a verl user sizes it for the data).
+  std::int64_t ulysses_degree = 1;
+  /// `_balance_batch`: KK with equal_size over the DP ranks.
+  bool equal_size = true;
+  /// rearrange_micro_batches: every DP rank runs the largest count any rank needs.
+  bool same_micro_num_in_dp = true;
+  /// PR #7553: more micro-batches until each is within the cap.
+  bool enforce_token_cap = true;
+  /// use_dynamic_bsz_balance: order micro-batches with the lightest at both ends.
+  bool dynamic_bsz_balance = true;
+
+  template <cost_model M, recompute_strategy<M> R>
+  placement place(const placement_problem<M, R>& problem) const;
+
+  std::string_view name() const noexcept { return "verl-balanced-dp"; }
+  friend bool operator==(const verl_balanced_dp&, const verl_balanced_dp&) = default;
+};
+
+namespace detail {
+
+template <class Context>
+class verl_solver {
+public:
+  verl_solver(const Context& ctx, const verl_balanced_dp& options) : ctx_(ctx), options_(options) {
+    per_gpu_ = options.max_token_len > 0 ? options.max_token_len
+                                         : std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
+    if (options.ulysses_degree < 0)
+      throw invalid_spec("verl_balanced_dp: ulysses_degree = " + std::to_string(options.ulysses_degree) +
+                         ", must be >= 0");
+    if (options.ulysses_degree > 0) {
+      validate(execution_config{options.ulysses_degree, ctx.sp(), {}}, ctx.problem().cost.model(),
+               ctx.problem().cost.cluster());
+      base_ = degree_index_of(ctx, options.ulysses_degree);
+    } else {
+      base_ = degree_index_at_least(ctx, (tokens(0) + per_gpu_ - 1) / per_gpu_);
+    }
+    cap_ = ctx.degree(base_) * per_gpu_;
+  }
+
+  placement solve() {
+    const std::int64_t sp = ctx_.degree(base_);
+    const auto units = static_cast<std::size_t>(ctx_.gpus() / sp);
+    placement out;
+    rank_clock clock(ctx_.gpus());
+
+    // Samples above the cap run alone at a larger degree, each on the aligned block whose
+    // DP ranks carry the least of them so far; their workload is shared by the block's ranks.
+    std::vector<double> preload(units, 0.0);
+    std::vector<std::size_t> rest;
+    for (std::size_t i = 0; i < ctx_.size(); ++i) {
+      if (tokens(i) <= cap_) {
+        rest.push_back(i);
+        continue;
+      }
+      const auto k = degree_index_at_least(ctx_, (tokens(i) + per_gpu_ - 1) / per_gpu_);
+      const auto d = ctx_.degree(k);
+      const auto span = static_cast<std::size_t>(d / sp);
+      std::size_t best = 0;
+      double best_load = std::numeric_limits<double>::infinity();
+      for (std::size_t u = 0; u + span <= units; u += span) {
+        const double load = *std::max_element(preload.begin() + static_cast<std::ptrdiff_t>(u),
+                                              preload.begin() + static_cast<std::ptrdiff_t>(u + span));
+        if (load < best_load) {
+          best_load = load;
+          best = u;
+        }
+      }
+      for (std::size_t u = best; u < best + span; ++u)
+        preload[u] += static_cast<double>(verl_workload(tokens(i))) / static_cast<double>(span);
+      append_micro_batch(out, clock, ctx_, static_cast<std::int64_t>(best) * sp, k, {i});
+    }
+
+    // KK over the DP ranks, the oversized samples' shares entering as preload.
+    std::vector<std::int64_t> workloads;
+    for (auto i : rest) workloads.push_back(verl_workload(tokens(i)));
+    std::vector<std::int64_t> carried;
+    if (std::any_of(preload.begin(), preload.end(), [](double w) { return w > 0; }))
+      for (auto w : preload) carried.push_back(static_cast<std::int64_t>(w));
+    auto per_unit = karmarkar_karp(workloads, units, options_.equal_size, carried);
+    for (auto& part : per_unit)
+      for (auto& p : part) p = rest[p];
+
+    // Micro-batch counts: ceil(tokens / cap) (at most one per sample), raised until KK's parts
+    // respect the cap when enforced, then the maximum over the DP ranks.
+    std::size_t most = 0;
+    std::vector<std::size_t> counts(units, 0);
+    for (std::size_t u = 0; u < units; ++u) {
+      counts[u] = count_for(per_unit[u], 0);
+      most = std::max(most, counts[u]);
+    }
+    for (std::size_t u = 0; u < units; ++u) {
+      if (per_unit[u].empty()) continue;
+      const auto wanted = options_.same_micro_num_in_dp ? most : counts[u];
+      for (auto& batch : micro_batches(per_unit[u], count_for(per_unit[u], wanted)))
+        append_micro_batch(out, clock, ctx_, static_cast<std::int64_t>(u) * sp, base_, batch);
+    }
+    out.policy = "verl-balanced-dp (Ulysses degree " + std::to_string(sp) + ", " +
+                 std::to_string(per_gpu_) + " tokens per GPU)";
+    return out;
+  }
+
+private:
+  std::int64_t tokens(std::size_t i) const { return ctx_.problem().samples[i].tokens; }
+
+  // The number of micro-batches for these samples: at least `at_least` and ceil(tokens / cap),
+  // at most one per sample; with enforcement, raised until every KK part is within the cap.
+  std::size_t count_for(const std::vector<std::size_t>& items, std::size_t at_least) const {
+    if (items.empty()) return 0;
+    std::int64_t total = 0;
+    for (auto i : items) total += tokens(i);
+    auto count = static_cast<std::size_t>((total + cap_ - 1) / cap_);
+    count = std::min(std::max(count, at_least), items.size());
+    if (!options_.enforce_token_cap) return count;
+    while (count < items.size() && !within_cap(partition(items, count))) ++count;
+    return count;
+  }
+
+  std::vector<std::vector<std::size_t>> partition(const std::vector<std::size_t>& items, std::size_t count) const {
+    std::vector<std::int64_t> values;
+    for (auto i : items) values.push_back(verl_workload(tokens(i)));
+    auto parts = karmarkar_karp(values, count, false);
+    for (auto& part : parts)
+      for (auto& p : part) p = items[p];
+    return parts;
+  }
+
+  bool within_cap(const std::vector<std::vector<std::size_t>>& parts) const {
+    for (const auto& part : parts) {
+      std::int64_t t = 0;
+      for (auto i : part) t += tokens(i);
+      if (t > cap_) return false;
+    }
+    return true;
+  }
+
+  // KK into `count` micro-batches, then verl's order: by workload descending, the even positions
+  // reversed in front of the odd ones (lightest at both ends).
+  std::vector<std::vector<std::size_t>> micro_batches(const std::vector<std::size_t>& items,
+                                                      std::size_t count) const {
+    auto parts = partition(items, count);
+    std::erase_if(parts, [](const auto& p) { return p.empty(); });
+    if (!options_.dynamic_bsz_balance || parts.empty()) return parts;
+    const auto load = [&](const std::vector<std::size_t>& part) {
+      std::int64_t w = 0;
+      for (auto i : part) w += verl_workload(tokens(i));
+      return w;
+    };
+    std::stable_sort(parts.begin(), parts.end(), [&](const auto& a, const auto& b) {
+      const auto la = load(a);
+      const auto lb = load(b);
+      if (la != lb) return la > lb;
+      return a.front() > b.front();
+    });
+    std::vector<std::vector<std::size_t>> ordered;
+    for (std::size_t j = (parts.size() - 1) / 2 * 2 + 2; j >= 2; j -= 2) ordered.push_back(parts[j - 2]);
+    for (std::size_t j = 1; j < parts.size(); j += 2) ordered.push_back(parts[j]);
+    return ordered;
+  }
+
+  const Context& ctx_;
+  const verl_balanced_dp& options_;
+  std::int64_t per_gpu_ = 1;
+  std::size_t base_ = 0;
+  std::int64_t cap_ = 1;
+};
+
+}  // namespace detail
+
+template <cost_model M, recompute_strategy<M> R>
+placement verl_balanced_dp::place(const placement_problem<M, R>& problem) const {
+  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
+    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "verl-balanced-dp"};
+    using solver = detail::verl_solver<dcp::placement_context<M, R>>;
+    if (max_token_len > 0) return solver(ctx, *this).solve();
+    std::optional<placement> best;
+    for (auto cap : detail::cap_candidates(detail::per_gpu_token_capacity(ctx), cap_candidates)) {
+      auto tuned = *this;
+      tuned.max_token_len = cap;
+      auto candidate = solver(ctx, tuned).solve();
+      if (!best || candidate.makespan_seconds < best->makespan_seconds) best = std::move(candidate);
+    }
+    return std::move(*best);
+  });
+}
+
+static_assert(placement_policy<verl_balanced_dp, analytic_cost_model, pyramid_recompute>);
+
+}  // namespace dcp::baselines

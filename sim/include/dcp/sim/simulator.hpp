@@ -1,0 +1,407 @@
+#pragma once
+// The discrete-event simulator: executes any step_plan on the truth model. Every rank runs its
+// micro-steps in increasing sequence number; a group's micro-step starts when all its members
+// are free; its duration is the truth model's for the micro-batch's actual samples times seeded
+// lognormal noise; cross-node transfers running at the same time share their nodes' NICs
+// (durations are recomputed whenever that set changes); the gradient synchronisation follows
+// the last micro-step. Per-GPU timelines, idle time, true peak memory and OOM events (counted,
+// never hidden: the step still completes) come back in a step_result.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <ostream>
+#include <queue>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "dcp/error.hpp"
+#include "dcp/plan/step_plan.hpp"
+#include "dcp/plan/validate_batch.hpp"
+#include "dcp/sim/truth_model.hpp"
+#include "dcp/spec/sample.hpp"
+#include "dcp/workload/random.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE::sim {
+
+struct sim_options {
+  std::uint64_t seed = 0;
+  /// Sigma of each micro-step's lognormal duration multiplier exp(sigma z - sigma^2/2) (mean
+  /// 1); one more draw scales the gradient synchronisation. 0 turns noise off.
+  double noise_sigma = 0.03;
+  /// Fill step_result::timelines (one interval per rank per micro-step).
+  bool record_timelines = true;
+  /// Require the plan to hold every sample of the batch exactly once (a plan that drops a
+  /// sample would otherwise look fast).
+  bool require_every_sample = true;
+
+  friend bool operator==(const sim_options&, const sim_options&) = default;
+};
+
+/// What one GPU did in one micro-step.
+struct rank_interval {
+  double start = 0;
+  double end = 0;
+  std::int64_t sequence = 0;
+  std::int64_t degree = 1;
+  recompute_setting recompute{};
+  bool oom = false;       ///< the micro-step's true peak exceeded the GPU's capacity
+  std::size_t step = 0;   ///< index into step_plan::micro_steps
+
+  friend bool operator==(const rank_interval&, const rank_interval&) = default;
+};
+
+/// One micro-step as simulated (indexed like step_plan::micro_steps).
+struct simulated_micro_step {
+  double start_seconds = 0;
+  double end_seconds = 0;
+  double alone_seconds = 0;    ///< truth time with the NICs to itself, noise included
+  double peak_bytes = 0;       ///< true peak per GPU of the group
+  double noise = 1;            ///< the duration multiplier drawn for it
+  bool crosses_nodes = false;
+  bool oom = false;
+
+  double seconds() const noexcept { return end_seconds - start_seconds; }
+  friend bool operator==(const simulated_micro_step&, const simulated_micro_step&) = default;
+};
+
+struct step_result {
+  double step_seconds = 0;            ///< makespan + gradient synchronisation
+  double makespan_seconds = 0;        ///< until the last micro-step ends
+  double gradient_sync_seconds = 0;
+  double idle_fraction = 0;           ///< GPU time idle before the makespan
+  double peak_bytes = 0;              ///< max over ranks of the true peak
+  std::int64_t oom_events = 0;        ///< micro-steps whose true peak exceeds capacity
+  std::int64_t oom_gpu_events = 0;    ///< the same counted once per GPU of the group
+  double capacity_bytes = 0;
+  /// Seconds micro-steps lost to NIC sharing (sum over micro-steps of actual - alone).
+  double nic_contention_seconds = 0;
+  std::int64_t tokens = 0;
+  std::vector<std::vector<rank_interval>> timelines{};  ///< per rank, in execution order
+  std::vector<double> rank_busy_seconds{};
+  std::vector<double> rank_peak_bytes{};                ///< static bytes for a rank with no work
+  std::vector<simulated_micro_step> micro_steps{};
+
+  double tokens_per_second() const noexcept {
+    return step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0.0;
+  }
+  friend bool operator==(const step_result&, const step_result&) = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const step_result& r) {
+  return os << "step_result{step " << r.step_seconds << " s = makespan " << r.makespan_seconds
+            << " + sync " << r.gradient_sync_seconds << ", idle " << r.idle_fraction * 100.0
+            << "%, peak " << r.peak_bytes / gib << " GiB, OOM " << r.oom_events
+            << ", NIC contention " << r.nic_contention_seconds << " s}";
+}
+
+namespace detail {
+
+inline std::string describe(const micro_step& m, std::size_t index) {
+  return "micro-step #" + std::to_string(m.sequence) + " (entry " + std::to_string(index) +
+         ", ranks " + std::to_string(m.first_rank) + ".." + std::to_string(m.last_rank()) + ")";
+}
+
+/// Lognormal multiplier with mean 1.
+inline double noise_factor(workload::rng& random, double sigma) {
+  if (sigma <= 0) return 1.0;
+  return std::exp(sigma * workload::standard_normal(random) - 0.5 * sigma * sigma);
+}
+
+}  // namespace detail
+
+/// Executes `plan` for `batch` on `truth`. Throws dcp::error (invalid_spec / invalid_sample)
+/// naming the micro-step, sample or field for: a plan for another cluster size, a group outside
+/// the cluster or with an invalid config, a sample id not in the batch, a sample in two
+/// micro-steps or in none (require_every_sample), and two micro-steps with the same sequence
+/// number sharing a rank (ranks could take them in opposite orders and deadlock).
+inline step_result simulate(const step_plan& plan, std::span<const sample> batch,
+                            const truth_model& truth, const sim_options& options = {}) {
+  const auto& cluster = truth.cluster();
+  const std::int64_t gpus = cluster.gpus;
+  const std::int64_t gpn = cluster.gpus_per_node;
+  if (plan.gpus != gpus)
+    throw invalid_spec("simulate: the plan is for " + std::to_string(plan.gpus) +
+                       " GPUs, the truth model's cluster has " + std::to_string(gpus));
+  if (plan.gpus_per_node != 0 && plan.gpus_per_node != gpn)
+    throw invalid_spec("simulate: the plan has " + std::to_string(plan.gpus_per_node) +
+                       " GPUs per node, the truth model's cluster " + std::to_string(gpn));
+  if (!(options.noise_sigma >= 0) || !std::isfinite(options.noise_sigma))
+    throw invalid_spec("simulate: noise_sigma = " + std::to_string(options.noise_sigma) +
+                       ", must be >= 0 and finite");
+  validate_batch(batch);
+
+  const auto& steps = plan.micro_steps;
+  const std::size_t count = steps.size();
+
+  // ---- groups and configs --------------------------------------------------------------------
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto& m = steps[i];
+    try {
+      validate(m.config, truth.model(), cluster);
+    } catch (const invalid_spec& e) {
+      throw invalid_spec("simulate: " + detail::describe(m, i) + ": " + e.what());
+    }
+    if (m.first_rank < 0 || m.last_rank() >= gpus)
+      throw invalid_spec("simulate: " + detail::describe(m, i) + " lies outside the cluster's ranks 0.." +
+                         std::to_string(gpus - 1));
+  }
+
+  // ---- samples: every id known, each in exactly one micro-step --------------------------------
+  std::vector<std::pair<std::uint64_t, std::size_t>> by_id;
+  by_id.reserve(batch.size());
+  for (std::size_t k = 0; k < batch.size(); ++k) by_id.emplace_back(batch[k].id, k);
+  std::sort(by_id.begin(), by_id.end());
+  constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> owner(batch.size(), none);
+  std::vector<micro_batch_shape> shapes(count);
+  step_result result;
+  for (std::size_t i = 0; i < count; ++i) {
+    for (auto id : steps[i].sample_ids) {
+      const auto it = std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(id, std::size_t{0}));
+      if (it == by_id.end() || it->first != id)
+        throw invalid_sample("simulate: " + detail::describe(steps[i], i) + " names sample id " +
+                             std::to_string(id) + ", which is not in the batch");
+      const std::size_t k = it->second;
+      if (owner[k] != none)
+        throw invalid_sample("simulate: sample id " + std::to_string(id) + " is in " +
+                             detail::describe(steps[owner[k]], owner[k]) + " and in " +
+                             detail::describe(steps[i], i) + "; each sample must run once");
+      owner[k] = i;
+      shapes[i] += micro_batch_shape::of(batch[k]);
+    }
+    result.tokens += shapes[i].tokens;
+  }
+  if (options.require_every_sample) {
+    std::size_t missing = 0, first_missing = none;
+    for (std::size_t k = 0; k < batch.size(); ++k)
+      if (owner[k] == none && missing++ == 0) first_missing = k;
+    if (missing > 0)
+      throw invalid_sample("simulate: sample id " + std::to_string(batch[first_missing].id) +
+                           " of the batch is in no micro-step (" + std::to_string(missing) +
+                           " samples missing); the plan must cover the batch");
+  }
+
+  // ---- order: each rank by sequence number; equal numbers on a shared rank would deadlock ---
+  std::vector<std::size_t> order(count);
+  for (std::size_t i = 0; i < count; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (steps[a].sequence != steps[b].sequence) return steps[a].sequence < steps[b].sequence;
+    return a < b;
+  });
+  for (std::size_t lo = 0; lo < count;) {
+    std::size_t hi = lo + 1;
+    while (hi < count && steps[order[hi]].sequence == steps[order[lo]].sequence) ++hi;
+    if (hi - lo > 1) {
+      std::vector<std::size_t> run(order.begin() + static_cast<std::ptrdiff_t>(lo),
+                                   order.begin() + static_cast<std::ptrdiff_t>(hi));
+      std::sort(run.begin(), run.end(), [&](std::size_t a, std::size_t b) {
+        return steps[a].first_rank < steps[b].first_rank;
+      });
+      std::size_t widest = run[0];
+      for (std::size_t j = 1; j < run.size(); ++j) {
+        const auto& a = steps[widest];
+        const auto& b = steps[run[j]];
+        if (b.first_rank <= a.last_rank()) {
+          const auto shared_last = std::min(a.last_rank(), b.last_rank());
+          throw error("simulate: deadlock: " + detail::describe(a, widest) + " and " +
+                      detail::describe(b, run[j]) + " carry the same sequence number and share ranks " +
+                      std::to_string(b.first_rank) + ".." + std::to_string(shared_last) +
+                      "; every rank runs its micro-steps in sequence order, so these ranks may "
+                      "take the two in opposite orders and wait on each other forever");
+        }
+        if (b.last_rank() > a.last_rank()) widest = run[j];
+      }
+    }
+    lo = hi;
+  }
+
+  // Per-rank lists (compressed rows), in sequence order.
+  std::vector<std::size_t> row_begin(static_cast<std::size_t>(gpus) + 1, 0);
+  for (const auto& m : steps)
+    for (auto r = m.first_rank; r <= m.last_rank(); ++r) ++row_begin[static_cast<std::size_t>(r) + 1];
+  for (std::size_t r = 0; r < static_cast<std::size_t>(gpus); ++r) row_begin[r + 1] += row_begin[r];
+  std::vector<std::size_t> rows(row_begin.back());
+  {
+    std::vector<std::size_t> fill(row_begin.begin(), row_begin.end() - 1);
+    for (auto i : order)
+      for (auto r = steps[i].first_rank; r <= steps[i].last_rank(); ++r)
+        rows[fill[static_cast<std::size_t>(r)]++] = i;
+  }
+
+  // ---- truth durations, peaks and noise ------------------------------------------------------
+  workload::rng random(options.seed);
+  std::vector<micro_step_parts> parts(count);
+  result.micro_steps.resize(count);
+  result.capacity_bytes = truth.capacity_bytes();
+  for (auto i : order) {
+    const auto& m = steps[i];
+    parts[i] = truth.micro_step_parts_at(shapes[i], m.config, m.first_rank);
+    auto& out = result.micro_steps[i];
+    out.noise = detail::noise_factor(random, options.noise_sigma);
+    out.alone_seconds = out.noise * parts[i].seconds();
+    out.peak_bytes = truth.peak_bytes(shapes[i], m.config);
+    out.crosses_nodes = parts[i].crosses_nodes && parts[i].inter_node_bytes > 0;
+    out.oom = out.peak_bytes > result.capacity_bytes;
+    if (out.oom) {
+      ++result.oom_events;
+      result.oom_gpu_events += m.degree();
+    }
+  }
+  const double sync_noise = detail::noise_factor(random, options.noise_sigma);
+
+  // ---- event loop --------------------------------------------------------------------------------
+  // Cross-node micro-steps progress at 1 / duration(rate), rate = the smallest per-GPU share of
+  // the NICs over the nodes the group touches: min(one NIC, node NICs / GPUs sending across on
+  // that node). Every GPU of a cross-node group counts as sending across for its whole duration
+  // (conservative: real transfers come in bursts between compute).
+  struct flow {
+    double progress = 0;
+    double last = 0;
+    double rate = 0;
+  };
+  std::vector<flow> flows(count);
+  std::vector<std::uint64_t> version(count, 0);
+  std::vector<std::size_t> active;  // cross-node micro-steps running now
+  const std::int64_t nodes = gpus / gpn;
+  std::vector<std::int64_t> senders(static_cast<std::size_t>(nodes), 0);
+  const double node_bandwidth = truth.node_nic_bandwidth();
+  const double gpu_cap = truth.gpu_nic_cap();
+
+  using event = std::tuple<double, std::int64_t, std::size_t, std::uint64_t>;  // time, seq, step, version
+  std::priority_queue<event, std::vector<event>, std::greater<>> events;
+
+  const auto members_on = [&](std::size_t i, std::int64_t node) {
+    const auto first = std::max(steps[i].first_rank, node * gpn);
+    const auto last = std::min(steps[i].last_rank(), (node + 1) * gpn - 1);
+    return last - first + 1;
+  };
+  const auto rate_of = [&](std::size_t i) {
+    double rate = gpu_cap;
+    for (auto n = steps[i].first_rank / gpn; n <= steps[i].last_rank() / gpn; ++n)
+      rate = std::min(rate, node_bandwidth / static_cast<double>(senders[static_cast<std::size_t>(n)]));
+    return rate;
+  };
+  const auto duration_at = [&](std::size_t i, double rate) {
+    return result.micro_steps[i].noise * parts[i].seconds_at(rate);
+  };
+  const auto schedule = [&](std::size_t i, double at) {
+    events.emplace(at, steps[i].sequence, i, ++version[i]);
+  };
+  // Re-rate every running cross-node micro-step after the senders changed at time `now`.
+  const auto rerate = [&](double now) {
+    for (auto j : active) {
+      auto& f = flows[j];
+      const double rate = rate_of(j);
+      if (rate == f.rate) continue;
+      f.progress = std::min(1.0, f.progress + (now - f.last) / duration_at(j, f.rate));
+      f.last = now;
+      f.rate = rate;
+      schedule(j, now + (1.0 - f.progress) * duration_at(j, rate));
+    }
+  };
+  const auto start = [&](std::size_t i, double now) {
+    result.micro_steps[i].start_seconds = now;
+    if (!result.micro_steps[i].crosses_nodes) {
+      schedule(i, now + result.micro_steps[i].alone_seconds);
+      return;
+    }
+    for (auto n = steps[i].first_rank / gpn; n <= steps[i].last_rank() / gpn; ++n)
+      senders[static_cast<std::size_t>(n)] += members_on(i, n);
+    rerate(now);
+    flows[i] = {0.0, now, rate_of(i)};
+    active.push_back(i);
+    schedule(i, now + duration_at(i, flows[i].rate));
+  };
+
+  std::vector<std::size_t> head(static_cast<std::size_t>(gpus), 0);
+  std::vector<std::int64_t> arrived(count, 0);
+  const auto arrive = [&](std::int64_t rank, double now) {
+    const auto r = static_cast<std::size_t>(rank);
+    if (row_begin[r] + head[r] >= row_begin[r + 1]) return;
+    const std::size_t i = rows[row_begin[r] + head[r]];
+    if (++arrived[i] == steps[i].degree()) start(i, now);
+  };
+  for (std::int64_t r = 0; r < gpus; ++r) arrive(r, 0.0);
+
+  result.rank_busy_seconds.assign(static_cast<std::size_t>(gpus), 0.0);
+  std::size_t finished = 0;
+  while (!events.empty()) {
+    const auto [now, sequence, i, stamp] = events.top();
+    events.pop();
+    (void)sequence;
+    if (stamp != version[i]) continue;  // superseded by a re-rate
+    auto& out = result.micro_steps[i];
+    out.end_seconds = now;
+    // Only cross-node micro-steps can lose time to sharing; below 1e-9 relative is rounding.
+    if (out.crosses_nodes && out.seconds() - out.alone_seconds > 1e-9 * out.alone_seconds)
+      result.nic_contention_seconds += out.seconds() - out.alone_seconds;
+    ++finished;
+    if (out.crosses_nodes) {
+      for (auto n = steps[i].first_rank / gpn; n <= steps[i].last_rank() / gpn; ++n)
+        senders[static_cast<std::size_t>(n)] -= members_on(i, n);
+      active.erase(std::find(active.begin(), active.end(), i));
+      rerate(now);
+    }
+    for (auto r = steps[i].first_rank; r <= steps[i].last_rank(); ++r) {
+      result.rank_busy_seconds[static_cast<std::size_t>(r)] += out.seconds();
+      ++head[static_cast<std::size_t>(r)];
+      arrive(r, now);
+    }
+  }
+
+  if (finished < count) {
+    // Unreachable for a plan that passed the sequence check; kept so a bug cannot hang a run.
+    std::string waits;
+    int shown = 0;
+    for (std::int64_t r = 0; r < gpus && shown < 4; ++r) {
+      const auto rr = static_cast<std::size_t>(r);
+      if (row_begin[rr] + head[rr] >= row_begin[rr + 1]) continue;
+      const std::size_t i = rows[row_begin[rr] + head[rr]];
+      waits += (shown++ ? "; rank " : "rank ") + std::to_string(r) + " waits in " +
+               detail::describe(steps[i], i);
+    }
+    throw error("simulate: deadlock: " + std::to_string(count - finished) +
+                " micro-steps never started (" + waits + ")");
+  }
+
+  // ---- results -----------------------------------------------------------------------------------
+  for (const auto& out : result.micro_steps)
+    result.makespan_seconds = std::max(result.makespan_seconds, out.end_seconds);
+  result.gradient_sync_seconds = count > 0 ? sync_noise * truth.gradient_sync_seconds(gpus) : 0.0;
+  result.step_seconds = result.makespan_seconds + result.gradient_sync_seconds;
+  double busy = 0;
+  for (double b : result.rank_busy_seconds) busy += b;
+  result.idle_fraction = result.makespan_seconds > 0
+                             ? 1.0 - busy / (result.makespan_seconds * static_cast<double>(gpus))
+                             : 0.0;
+  result.rank_peak_bytes.assign(static_cast<std::size_t>(gpus), truth.static_bytes());
+  if (options.record_timelines) result.timelines.resize(static_cast<std::size_t>(gpus));
+  for (std::int64_t r = 0; r < gpus; ++r) {
+    const auto rr = static_cast<std::size_t>(r);
+    if (options.record_timelines) result.timelines[rr].reserve(row_begin[rr + 1] - row_begin[rr]);
+    for (std::size_t k = row_begin[rr]; k < row_begin[rr + 1]; ++k) {
+      const std::size_t i = rows[k];
+      const auto& out = result.micro_steps[i];
+      result.rank_peak_bytes[rr] = std::max(result.rank_peak_bytes[rr], out.peak_bytes);
+      if (options.record_timelines)
+        result.timelines[rr].push_back({out.start_seconds, out.end_seconds, steps[i].sequence,
+                                        steps[i].degree(), steps[i].config.recompute, out.oom, i});
+    }
+    result.peak_bytes = std::max(result.peak_bytes, result.rank_peak_bytes[rr]);
+  }
+  return result;
+}
+
+inline step_result simulate(const step_plan& plan, const std::vector<sample>& batch,
+                            const truth_model& truth, const sim_options& options = {}) {
+  return simulate(plan, std::span<const sample>(batch.data(), batch.size()), truth, options);
+}
+
+}  // namespace dcp::sim

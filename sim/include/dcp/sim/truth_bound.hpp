@@ -1,0 +1,45 @@
+#pragma once
+// The truth-model lower bound: the library's own bound (dcp/plan/lower_bound.hpp) evaluated on
+// the truth model, with the budget raised to the GPU's physical capacity so that it bounds
+// every plan that does not run out of memory, not only those that keep the planner's headroom.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "dcp/concepts/placement_policy.hpp"
+#include "dcp/concepts/recompute_strategy.hpp"
+#include "dcp/placement/context.hpp"
+#include "dcp/plan/lower_bound.hpp"
+#include "dcp/plan/validate_batch.hpp"
+#include "dcp/recompute/strategies.hpp"
+#include "dcp/sim/truth_model.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE::sim {
+
+/// No plan whose micro-steps stay within the GPU's capacity under the truth model, with
+/// recomputation chosen by `recompute`, finishes the batch's micro-steps sooner than this (noise
+/// and NIC sharing only add time): max(sum_i min_d d * marginal_i(d) / P, max_i min_d T_i(d)),
+/// each option's recomputation the strategy's choice for the sample alone at the capacity.
+/// Throws what validate_batch throws, and sample_does_not_fit for a sample that fits nowhere.
+template <recompute_strategy<truth_model> Recompute = pyramid_recompute>
+double truth_lower_bound_seconds(std::span<const sample> batch, const truth_model& truth,
+                                 const Recompute& recompute = {}) {
+  validate_batch(batch);
+  if (batch.empty()) return 0.0;
+  training_spec at_capacity = truth.training();
+  at_capacity.headroom_bytes = 0;
+  at_capacity.headroom_fraction = 0;
+  const truth_model model(truth.model(), truth.cluster(), at_capacity, truth.constants());
+  const auto samples = canonical_order(batch);
+  const std::vector<std::int32_t> buckets(samples.size(), 0);
+  const placement_problem<truth_model, Recompute> problem{samples, buckets, model, recompute};
+  const dcp::placement_context<truth_model, Recompute> context(problem);
+  return dcp::detail::lower_bound_seconds(context);
+}
+
+inline double truth_lower_bound_seconds(const std::vector<sample>& batch, const truth_model& truth) {
+  return truth_lower_bound_seconds(std::span<const sample>(batch.data(), batch.size()), truth);
+}
+
+}  // namespace dcp::sim

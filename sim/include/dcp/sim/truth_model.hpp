@@ -1,0 +1,501 @@
+#pragma once
+// The simulator's hardware truth model: a second, more detailed model of an HGX cluster that
+// judges plans the planner made with its own (analytic) cost model. It models dcp::cost_model,
+// so the library's lower bound and recompute strategies run on it unchanged, and it exposes the
+// pieces the event simulator needs (compute, NVLink time, bytes through the NIC, latencies).
+//
+// Every constant names its source in ../shared/research/perf-model.md (section numbers below;
+// [S] sourced, [D] derived there or here, [R] recalled planning value). docs/simulator.md lists
+// them and the approximations. Nothing here is fitted to the planner or to our plans.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <utility>
+
+#include "dcp/concepts/cost_model.hpp"
+#include "dcp/cost/activation_memory.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
+#include "dcp/error.hpp"
+#include "dcp/spec/hardware.hpp"
+#include "dcp/spec/model.hpp"
+#include "dcp/spec/training.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE::sim {
+
+/// The truth model's constants. Link bandwidths and the GPU's peak, HBM capacity and bandwidth
+/// come from the cluster_spec (datasheets and nccl-tests, see dcp/spec/hardware.hpp).
+struct truth_constants {
+  // ---- matrix multiplies ----------------------------------------------------------------
+  /// Large BF16 GEMMs reach 0.65-0.80 of peak; §7 step 3 takes 0.75 as eta_g_max (§1.2 [R]).
+  double gemm_efficiency_max = 0.75;
+  /// Per-GPU tokens at which GEMMs reach half of gemm_efficiency_max: eta(n) = eta_max n/(n+n½)
+  /// (§5 "eta_g saturates with n"). [D] wave quantisation of 128x256 output tiles on the 132 SMs
+  /// (§1.1) over Llama-3-8B's GEMM widths (QKV 6144, O 4096, gate+up 28672, down 4096, head
+  /// 128256; forward and data-gradient GEMMs) fills half the machine at ~400 tokens.
+  double gemm_half_tokens = 400;
+
+  // ---- attention: FlashAttention-3, BF16, head dim 128, H100 (§1.2 [S] FA3 paper charts) --
+  std::array<double, 6> fa3_lengths{512, 1024, 2048, 4096, 8192, 16384};
+  std::array<double, 6> fa3_forward_tflops{467, 565, 625, 638, 646, 648};
+  std::array<double, 6> fa3_backward_tflops{316, 424, 501, 542, 559, 561};
+  /// The peak the FA3 table was measured against: H100 SXM dense BF16 (§1.1 [S]); the table's
+  /// fractions of it carry over to a GPU with the same tensor cores (H200).
+  double fa3_reference_peak_flops = 989.4e12;
+
+  /// Sustained fraction of HBM bandwidth for memory-bound kernels (§1.2 [R]).
+  double hbm_efficiency = 0.90;
+
+  // ---- collectives -----------------------------------------------------------------------
+  /// NCCL latency = baseLat + steps x hwLat, Ring algorithm, Simple protocol (§1.3 [S]
+  /// src/graph/tuning.cc): base 8.4 us, per NVLink step 3.4 us, per network step 9.6 us.
+  double nccl_base_latency = 8.4e-6;
+  double nccl_nvlink_step_latency = 3.4e-6;
+  double nccl_network_step_latency = 9.6e-6;
+  /// NVLink SHARP all-reduce bus bandwidth inside a node: 475 GB/s measured on 8x H200
+  /// (§1.2 [S] nccl-tests#272; 480 on H100, nccl-tests#212).
+  double nvls_allreduce_bandwidth = 475e9;
+  /// NICs per node; 0 = one per GPU (HGX: 8x ConnectX-7 400G per node, §1.1 [S]). A GPU's
+  /// cross-node traffic uses at most one NIC (all-to-all cannot aggregate NICs, §1.2 [S]
+  /// nccl-tests#267); the NICs of a node are shared by the cross-node transfers running on it.
+  std::int64_t nics_per_node = 0;
+
+  // ---- fixed costs -----------------------------------------------------------------------
+  /// Launch overhead per kernel without CUDA graphs (§1.3 [D/R]).
+  double kernel_launch_seconds = 5e-6;
+  /// Kernels of one block's forward: 2 norms, QKV, RoPE, attention, O, 2 residual adds,
+  /// gate/up, activation, down = 11 [D]; backward twice that; a recomputed block one more
+  /// forward; the loss 6 [D]; plus one kernel per collective.
+  double forward_kernels_per_layer = 11;
+  double loss_kernels = 6;
+  /// Framework work per micro-step (data to device, hooks). [R] unmeasured: the planner's value.
+  double framework_seconds = 2e-3;
+
+  // ---- memory ----------------------------------------------------------------------------
+  /// Allocator fragmentation on the dynamic allocations (activations, transients, buffers):
+  /// reserved exceeds allocated by 5-10% (§4.1 and §8 [R]); the midpoint. Model states are
+  /// allocated once, in large blocks, and are not inflated.
+  double fragmentation = 0.075;
+  /// CUDA context ~0.5 GB and NCCL buffers 0.5-2 GB (§4.1 [R]; the upper end).
+  double cuda_context_bytes = 0.5e9;
+  double nccl_buffer_bytes = 2.0e9;
+  /// BF16 logits + FP32 upcast per vocabulary entry (§4.2 [D]).
+  double logits_bytes_per_entry = 6;
+  std::int64_t loss_chunk_tokens = 8192;
+
+  friend bool operator==(const truth_constants&, const truth_constants&) = default;
+};
+
+/// A saturating efficiency curve eta(x) = eta_max * x / (x + x_half).
+struct saturating_curve {
+  double max = 0;
+  double half = 0;
+  double operator()(double x) const noexcept { return x > 0 ? max * x / (x + half) : 0.0; }
+  friend bool operator==(const saturating_curve&, const saturating_curve&) = default;
+};
+
+/// The least-squares fit of eta(s) = eta_max s / (s + s_half) to a table of (length, efficiency)
+/// points, in time per FLOP (1/eta = 1/eta_max + (s_half/eta_max)/s is linear in 1/s),
+/// minimising relative time error. This form makes a packed micro-batch's attention time a sum
+/// over its sequences computable from the additive shape: the time of a sequence of s tokens
+/// with P (query, key) pairs is (P + s_half * s) / (eta_max * R).
+template <std::size_t N>
+saturating_curve fit_saturating(const std::array<double, N>& lengths,
+                                const std::array<double, N>& efficiency) {
+  // Minimise sum_k (e_k * (u + v / s_k) - 1)^2 over u = 1/eta_max, v = s_half/eta_max.
+  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
+  for (std::size_t k = 0; k < N; ++k) {
+    const double x1 = efficiency[k];
+    const double x2 = efficiency[k] / lengths[k];
+    s11 += x1 * x1;
+    s12 += x1 * x2;
+    s22 += x2 * x2;
+    r1 += x1;
+    r2 += x2;
+  }
+  const double det = s11 * s22 - s12 * s12;
+  const double u = (r1 * s22 - r2 * s12) / det;
+  const double v = (s11 * r2 - s12 * r1) / det;
+  return {1.0 / u, v / u};
+}
+
+/// How a group of GPUs sits on the nodes.
+struct group_layout {
+  std::int64_t nodes = 1;          ///< nodes the group touches
+  std::int64_t min_per_node = 1;   ///< fewest members on one of those nodes
+  bool crosses_nodes() const noexcept { return nodes > 1; }
+};
+
+inline group_layout layout_of(std::int64_t first_rank, std::int64_t degree,
+                              std::int64_t gpus_per_node) noexcept {
+  const std::int64_t last = first_rank + degree - 1;
+  const std::int64_t first_node = first_rank / gpus_per_node;
+  const std::int64_t last_node = last / gpus_per_node;
+  group_layout out;
+  out.nodes = last_node - first_node + 1;
+  if (out.nodes == 1) {
+    out.min_per_node = degree;
+    return out;
+  }
+  const std::int64_t head = (first_node + 1) * gpus_per_node - first_rank;
+  const std::int64_t tail = last - last_node * gpus_per_node + 1;
+  out.min_per_node = std::min(head, tail);
+  if (out.nodes > 2) out.min_per_node = std::min(out.min_per_node, gpus_per_node);
+  return out;
+}
+
+/// One micro-step broken into what the event simulator treats differently. Its duration at a
+/// per-GPU NIC rate r is serial + max(overlapped, intra-node transfer, inter-node bytes / r):
+/// ring attention hides ring transfers; an all-to-all's NVLink and network parts run at once and
+/// the slower one decides (§1.2 [S] nccl-tests#130); everything else is serial.
+struct micro_step_parts {
+  double gemm_seconds = 0;            ///< dense and LM-head GEMMs, recomputation included
+  double attention_seconds = 0;       ///< FlashAttention forward, backward, recomputed forward
+  double memory_bound_seconds = 0;    ///< norms, RoPE, activations, residuals, loss, selective
+  double latency_seconds = 0;         ///< collectives x NCCL latency
+  double overhead_seconds = 0;        ///< kernel launches and framework work
+  double overlapped_seconds = 0;      ///< compute that hides transfers (ring attention), else 0
+  double intra_node_bytes = 0;        ///< per GPU over NVLink
+  double intra_node_seconds = 0;      ///< their transfer time
+  double inter_node_bytes = 0;        ///< per GPU through its NIC
+  double nic_bandwidth = 0;           ///< the uncontended per-GPU NIC rate
+  std::int64_t collectives = 0;
+  bool crosses_nodes = false;
+
+  /// Everything that does not overlap with transfers.
+  double serial_seconds() const noexcept {
+    return gemm_seconds + attention_seconds + memory_bound_seconds + latency_seconds +
+           overhead_seconds - overlapped_seconds;
+  }
+  double compute_seconds() const noexcept {
+    return gemm_seconds + attention_seconds + memory_bound_seconds;
+  }
+  /// Duration when this GPU's share of its node's NICs is `nic_rate` bytes/s.
+  double seconds_at(double nic_rate) const noexcept {
+    const double network = inter_node_bytes > 0 ? inter_node_bytes / nic_rate : 0.0;
+    return serial_seconds() + std::max({overlapped_seconds, intra_node_seconds, network});
+  }
+  /// Duration with the NIC to itself.
+  double seconds() const noexcept { return seconds_at(nic_bandwidth); }
+};
+
+class truth_model {
+public:
+  truth_model(model_spec model, cluster_spec cluster, training_spec training = {},
+              truth_constants constants = {})
+      : model_(std::move(model)),
+        cluster_(std::move(cluster)),
+        training_(training),
+        constants_(constants) {
+    model_.validate();
+    cluster_.validate();
+    training_.validate(cluster_);
+    validate_constants();
+    derive();
+  }
+
+  const model_spec& model() const noexcept { return model_; }
+  const cluster_spec& cluster() const noexcept { return cluster_; }
+  const training_spec& training() const noexcept { return training_; }
+  const truth_constants& constants() const noexcept { return constants_; }
+
+  /// The budget the planner plans against: capacity minus the training spec's headroom.
+  double memory_budget() const noexcept { return training_.memory_budget(cluster_); }
+  /// Physical HBM: a micro-step whose true peak exceeds it runs out of memory.
+  double capacity_bytes() const noexcept { return cluster_.gpu.memory_bytes; }
+
+  // ---- efficiency curves -------------------------------------------------------------------
+
+  /// GEMM efficiency at n tokens per GPU.
+  double gemm_efficiency(double tokens_per_gpu) const noexcept {
+    return saturating_curve{constants_.gemm_efficiency_max, constants_.gemm_half_tokens}(
+        tokens_per_gpu);
+  }
+  /// FlashAttention efficiency (fraction of peak) for sequences of `length` tokens, as fitted.
+  double attention_forward_efficiency(double length) const noexcept { return forward_(length); }
+  double attention_backward_efficiency(double length) const noexcept { return backward_(length); }
+  const saturating_curve& attention_forward_curve() const noexcept { return forward_; }
+  const saturating_curve& attention_backward_curve() const noexcept { return backward_; }
+
+  /// NCCL's predicted latency of a collective with `intra_steps` NVLink and `network_steps`
+  /// network steps (§1.3, tuning.cc).
+  double collective_latency(double intra_steps, double network_steps) const noexcept {
+    return constants_.nccl_base_latency + intra_steps * constants_.nccl_nvlink_step_latency +
+           network_steps * constants_.nccl_network_step_latency;
+  }
+  /// Bus bandwidth a collective of `bytes` per rank achieves: t = latency + k S / B_max is
+  /// busbw(S) = B_max S / (S + S_half) with S_half = latency B_max / k, the nccl-tests shape
+  /// (§3.1); returned for a k = (n-1)/n collective inside one node.
+  double all_to_all_bus_bandwidth(double bytes, std::int64_t ranks) const noexcept {
+    if (ranks <= 1 || bytes <= 0) return 0.0;
+    const double n = static_cast<double>(ranks);
+    const double k = (n - 1.0) / n;
+    const double seconds = collective_latency(n, 0) + k * bytes / cluster_.nvlink_bandwidth;
+    return k * bytes / seconds;
+  }
+
+  /// Cross-node NIC bandwidth of one node, shared by the transfers running on it.
+  double node_nic_bandwidth() const noexcept {
+    return static_cast<double>(nics_per_node()) * cluster_.nic_bandwidth;
+  }
+  std::int64_t nics_per_node() const noexcept {
+    return constants_.nics_per_node > 0 ? constants_.nics_per_node : cluster_.gpus_per_node;
+  }
+  /// The most one GPU's cross-node traffic gets: one NIC (§1.2 [S] nccl-tests#267).
+  double gpu_nic_cap() const noexcept { return cluster_.nic_bandwidth; }
+
+  // ---- time --------------------------------------------------------------------------------
+
+  /// The parts of one micro-step run by the group [first_rank, first_rank + degree).
+  dcp::sim::micro_step_parts micro_step_parts_at(const micro_batch_shape& s,
+                                                 const execution_config& c,
+                                                 std::int64_t first_rank) const noexcept {
+    return parts(s, c, layout_of(first_rank, c.degree, cluster_.gpus_per_node));
+  }
+  /// The parts of one micro-step on an aligned group (first rank a multiple of the degree).
+  dcp::sim::micro_step_parts micro_step_parts(const micro_batch_shape& s,
+                                              const execution_config& c) const noexcept {
+    return parts(s, c, layout_of(0, c.degree, cluster_.gpus_per_node));
+  }
+
+  /// cost_model requirement 1: the micro-step's time on an aligned group with the NICs to itself.
+  double seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    return micro_step_parts(s, c).seconds();
+  }
+
+  /// A floor on the time `s` adds to any micro-batch with config `c` (cost_model requirement 5):
+  /// every term is affine in the shape's additive fields, so `s` adds its slopes; fixed costs
+  /// (GEMM half-saturation, latencies, launches) are left out, and where two transfers or a
+  /// transfer and ring attention overlap it adds the smaller of the two.
+  double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const auto with = micro_step_parts(s, c);
+    const auto without = micro_step_parts(micro_batch_shape{}, c);
+    const double serial = with.serial_seconds() - without.serial_seconds();
+    const double network = with.inter_node_bytes > 0 ? with.inter_node_bytes / with.nic_bandwidth : 0;
+    const double transfer = std::max(with.intra_node_seconds, network);
+    // Transfers have no fixed part (latency is serial), so they are linear in the shape.
+    if (with.overlapped_seconds > 0) return serial + std::min(with.overlapped_seconds, transfer);
+    return serial + transfer;
+  }
+
+  /// Gradient synchronisation at the end of the step over `gpus` ranks (§3.7): all-reduce for
+  /// ZeRO 0 (NVLink SHARP inside a node, ring across nodes), reduce-scatter + all-gather for
+  /// ZeRO 1-2, and for ZeRO 3 the reduce-scatter plus the forward and backward parameter
+  /// all-gathers (once per step). Not overlapped with the backward pass.
+  double gradient_sync_seconds(std::int64_t gpus) const noexcept {
+    if (gpus <= 1) return 0.0;
+    const double n = static_cast<double>(gpus);
+    const auto gpn = cluster_.gpus_per_node;
+    const double nodes = static_cast<double>((gpus + gpn - 1) / gpn);
+    const double bytes = 2.0 * static_cast<double>(model_.total_params());  // BF16
+    const bool multi_node = nodes > 1;
+    // Ring steps: a fraction nodes/n of the hops leave a node.
+    const double network_share = multi_node ? nodes / n : 0.0;
+    const auto latency = [&](double steps) {
+      return collective_latency(steps * (1.0 - network_share), steps * network_share);
+    };
+    // Across nodes every ring leaves through a different NIC: busbw = NICs x per-NIC (§1.2 [D]).
+    const double ring_bandwidth = multi_node ? node_nic_bandwidth() : cluster_.nvlink_bandwidth;
+    if (training_.zero_stage == 0) {
+      const double bandwidth = multi_node ? node_nic_bandwidth() : constants_.nvls_allreduce_bandwidth;
+      return latency(2.0 * (n - 1.0)) + 2.0 * (n - 1.0) / n * bytes / bandwidth;
+    }
+    const double one = latency(n - 1.0) + (n - 1.0) / n * bytes / ring_bandwidth;
+    return (training_.zero_stage == 3 ? 3.0 : 2.0) * one;
+  }
+  double gradient_sync_seconds() const noexcept { return gradient_sync_seconds(cluster_.gpus); }
+
+  // ---- memory ------------------------------------------------------------------------------
+
+  /// cost_model requirement 2: the true peak per GPU — static bytes plus the dynamic bytes
+  /// inflated by fragmentation.
+  double peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    return static_bytes() + dynamic_bytes(s, c) * (1.0 + constants_.fragmentation);
+  }
+  /// The same peak before fragmentation.
+  double allocated_peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    return static_bytes() + dynamic_bytes(s, c);
+  }
+  /// Model states under the ZeRO stage (§4.1 [S]) plus CUDA context and NCCL buffers.
+  double static_bytes() const noexcept { return states_ + constants_.cuda_context_bytes + constants_.nccl_buffer_bytes; }
+
+  /// Activations, FlashAttention backward transients, logits, communication buffers and ZeRO-3
+  /// gather buffers per GPU (§4.2, §4.3; Korthikanti et al. accounting, FlashAttention).
+  double dynamic_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    double bytes = detail::activation_bytes_per_gpu(
+        model_, s, c,
+        {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
+         constants_.logits_bytes_per_entry});
+    if (training_.zero_stage == 3) bytes += 2.0 * 2.0 * static_cast<double>(model_.block_params());
+    return bytes;
+  }
+
+  friend bool operator==(const truth_model& a, const truth_model& b) noexcept {
+    return a.model_ == b.model_ && a.cluster_ == b.cluster_ && a.training_ == b.training_ &&
+           a.constants_ == b.constants_;
+  }
+
+private:
+  void validate_constants() const {
+    const auto positive = [](double value, const char* field) {
+      if (!(value > 0) || !std::isfinite(value))
+        throw invalid_spec(std::string("truth constants: ") + field + " = " +
+                           std::to_string(value) + ", must be > 0 and finite");
+    };
+    positive(constants_.gemm_efficiency_max, "gemm_efficiency_max");
+    positive(constants_.hbm_efficiency, "hbm_efficiency");
+    positive(constants_.fa3_reference_peak_flops, "fa3_reference_peak_flops");
+    positive(constants_.nvls_allreduce_bandwidth, "nvls_allreduce_bandwidth");
+    for (std::size_t k = 0; k < constants_.fa3_lengths.size(); ++k) {
+      positive(constants_.fa3_lengths[k], "fa3_lengths[]");
+      positive(constants_.fa3_forward_tflops[k], "fa3_forward_tflops[]");
+      positive(constants_.fa3_backward_tflops[k], "fa3_backward_tflops[]");
+    }
+    if (constants_.gemm_half_tokens < 0 || constants_.fragmentation < 0 ||
+        constants_.nics_per_node < 0 || constants_.kernel_launch_seconds < 0 ||
+        constants_.framework_seconds < 0)
+      throw invalid_spec("truth constants: gemm_half_tokens, fragmentation, nics_per_node, "
+                         "kernel_launch_seconds and framework_seconds must be >= 0");
+  }
+
+  void derive() {
+    std::array<double, 6> forward{}, backward{};
+    for (std::size_t k = 0; k < forward.size(); ++k) {
+      forward[k] = constants_.fa3_forward_tflops[k] * 1e12 / constants_.fa3_reference_peak_flops;
+      backward[k] = constants_.fa3_backward_tflops[k] * 1e12 / constants_.fa3_reference_peak_flops;
+    }
+    forward_ = fit_saturating(constants_.fa3_lengths, forward);
+    backward_ = fit_saturating(constants_.fa3_lengths, backward);
+    if (!(forward_.max > 0) || !(forward_.half >= 0) || !(backward_.max > 0) || !(backward_.half >= 0))
+      throw invalid_spec("truth constants: the FA3 tables do not fit eta_max s/(s + s_half) with "
+                         "eta_max > 0 and s_half >= 0 (efficiency must rise with length)");
+
+    const std::int64_t h = model_.hidden;
+    const std::int64_t f = model_.ffn;
+    per_token_params_ = static_cast<double>(model_.per_token_params());
+    block_params_ = static_cast<double>(model_.block_params());
+    selective_saving_ = static_cast<double>(detail::bytes_saved_by_selective(model_));
+    // Memory-bound bytes per token per layer, forward [D]: two norms (read + write 2h each:
+    // 8h), RoPE on Q and K (4h + 4h_kv), two residual adds (read 4h, write 2h each: 12h), the
+    // MLP activation (SwiGLU reads 4f, writes 2f; GELU 4f).
+    elementwise_bytes_ = static_cast<double>(24 * h + 4 * model_.kv_hidden() +
+                                             (model_.mlp == mlp_kind::swiglu ? 6 * f : 4 * f));
+    // Loss: about four passes over BF16 logits and their FP32 upcast [D].
+    loss_bytes_ = model_.vocab > 0 ? 4.0 * constants_.logits_bytes_per_entry *
+                                         static_cast<double>(model_.vocab)
+                                   : 0.0;
+    states_ = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
+  }
+
+  dcp::sim::micro_step_parts parts(const micro_batch_shape& s, const execution_config& c,
+                                   const group_layout& layout) const noexcept {
+    dcp::sim::micro_step_parts out;
+    const double peak = cluster_.gpu.peak_flops;
+    const double d = static_cast<double>(c.degree);
+    const double layers = static_cast<double>(model_.layers);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    const double h = static_cast<double>(model_.hidden);
+    const double h_kv = static_cast<double>(model_.kv_hidden());
+    const double tokens = static_cast<double>(s.tokens);
+    const double per_gpu = tokens / d;
+    const bool ring = c.degree > 1 && c.sp == sequence_parallel::ring;
+
+    // GEMMs: 6 N per token, full recompute one more forward of the recomputed blocks (§2.1,
+    // §2.2), at eta(n) = eta_max n/(n + n_half): time = F_token (n + n_half) / (eta_max R).
+    const double flops_per_token = 6.0 * per_token_params_ + 2.0 * block_params_ * recomputed;
+    out.gemm_seconds = flops_per_token * (per_gpu + constants_.gemm_half_tokens) /
+                       (constants_.gemm_efficiency_max * peak);
+
+    // Attention: 4h FLOPs per (query, key) pair per layer forward, backward 2.5x (§1.2, §2.1),
+    // recomputed blocks one more forward; the fitted FA3 curves make a sequence of s tokens
+    // cost (pairs + s_half * rows) / (eta_max R) per unit of 4h. Ulysses runs whole sequences
+    // on h/d of the heads (rows = s); ring runs s/d query rows against d key chunks, so each
+    // GPU pays the per-row cost d times (§3.3: lower efficiency on (s/d) tiles).
+    const double text = static_cast<double>(model_.text_tokens);
+    const double pairs = s.attention_pairs + tokens * text;
+    const double row_passes = (model_.has_cross_attention() ? 2.0 : 1.0) * tokens * (ring ? d : 1.0);
+    const double forward_per_layer = 4.0 * h * (pairs + forward_.half * row_passes) / (forward_.max * peak);
+    const double backward_per_layer = 4.0 * h * (pairs + backward_.half * row_passes) / (backward_.max * peak);
+    out.attention_seconds =
+        ((layers + recomputed) * forward_per_layer + 2.5 * layers * backward_per_layer) / d;
+
+    // Memory-bound kernels: forward once, backward about twice, recomputed blocks once more;
+    // the loss; selective recomputation re-reads and re-writes what it dropped (§2.2, §5).
+    const double hbm = constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth;
+    double memory_bytes = per_gpu * ((3.0 * layers + recomputed) * elementwise_bytes_ + loss_bytes_);
+    if (c.recompute.selective) memory_bytes += per_gpu * (layers - recomputed) * 2.0 * selective_saving_;
+    out.memory_bound_seconds = memory_bytes / hbm;
+
+    // Kernel launches and framework work.
+    double kernels = constants_.forward_kernels_per_layer * (3.0 * layers + recomputed) + constants_.loss_kernels;
+
+    out.crosses_nodes = layout.crosses_nodes();
+    out.nic_bandwidth = cluster_.nic_bandwidth;
+    if (c.degree > 1 && !ring) {
+      // Ulysses: 4 all-to-alls per pass (Q, K, V, O), passes = forward + backward + recompute;
+      // per GPU (s/d)(2h + 2h_kv) 2 bytes per pass (§3.2). A share (g-1)/d stays on NVLink, the
+      // share (d-g)/d leaves through the NIC; both run at once (§1.2 [S] nccl-tests#130).
+      const double passes = 2.0 * layers + recomputed;
+      const double per_pass = per_gpu * (2.0 * h + 2.0 * h_kv) * 2.0;
+      const double in_node = static_cast<double>(layout.min_per_node);
+      const double remote = layout.crosses_nodes() ? d - in_node : 0.0;
+      const double local = layout.crosses_nodes() ? in_node - 1.0 : d - 1.0;
+      out.intra_node_bytes = passes * per_pass * local / d;
+      out.inter_node_bytes = passes * per_pass * remote / d;
+      out.intra_node_seconds = out.intra_node_bytes / cluster_.nvlink_bandwidth;
+      out.collectives = static_cast<std::int64_t>(4.0 * passes);
+      // tuning.cc: an all-to-all of n ranks takes n steps; those to other nodes are network steps.
+      out.latency_seconds = 4.0 * passes * collective_latency(d - remote, remote);
+      kernels += 4.0 * passes;
+    } else if (ring) {
+      // Ring: (d-1) steps per layer forward passing K and V chunks, twice that backward, the
+      // recomputed forward once more (§3.3); hidden behind the attention of the same pass. A
+      // ring step waits for its slowest hop: the NIC when the group crosses nodes.
+      const double steps = (d - 1.0) * (3.0 * layers + recomputed);
+      const double bytes = steps * per_gpu * 2.0 * h_kv * 2.0;
+      out.intra_node_bytes = bytes;
+      out.intra_node_seconds = bytes / cluster_.nvlink_bandwidth;
+      if (layout.crosses_nodes()) out.inter_node_bytes = bytes;
+      out.overlapped_seconds = out.attention_seconds;
+      out.collectives = static_cast<std::int64_t>(steps);
+      out.latency_seconds = steps * collective_latency(layout.crosses_nodes() ? 0.0 : 1.0,
+                                                       layout.crosses_nodes() ? 1.0 : 0.0);
+      kernels += steps;
+    }
+    out.overhead_seconds = kernels * constants_.kernel_launch_seconds + constants_.framework_seconds;
+    return out;
+  }
+
+  saturating_curve forward_{};
+  saturating_curve backward_{};
+  double per_token_params_ = 0;
+  double block_params_ = 0;
+  double selective_saving_ = 0;
+  double elementwise_bytes_ = 0;
+  double loss_bytes_ = 0;
+  double states_ = 0;
+
+  model_spec model_;
+  cluster_spec cluster_;
+  training_spec training_;
+  truth_constants constants_;
+};
+
+static_assert(cost_model<truth_model>);
+
+inline std::ostream& operator<<(std::ostream& os, const truth_model& t) {
+  return os << "truth_model{" << t.model().name << ", " << t.cluster().gpus << " x "
+            << t.cluster().gpu.name << ", fragmentation " << t.constants().fragmentation
+            << ", GEMM eta_max " << t.constants().gemm_efficiency_max << " n_half "
+            << t.constants().gemm_half_tokens << ", FA3 fwd eta_max "
+            << t.attention_forward_curve().max << " s_half " << t.attention_forward_curve().half
+            << ", bwd eta_max " << t.attention_backward_curve().max << " s_half "
+            << t.attention_backward_curve().half << '}';
+}
+
+}  // namespace dcp::sim

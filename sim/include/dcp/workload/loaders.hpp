@@ -1,0 +1,196 @@
+#pragma once
+// Reading measured workloads: one token count per line, or one video latent grid per CSV line.
+// Errors name the source, the line, the text and the limit, e.g.
+//   lengths.txt:17: 'abc' is not a positive integer
+//   lengths.txt:18: 0 tokens, must be >= 1
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <istream>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "dcp/error.hpp"
+#include "dcp/spec/sample.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE::workload {
+
+namespace detail {
+
+inline std::string_view trim(std::string_view text) noexcept {
+  constexpr std::string_view blanks = " \t\r\n\v\f";
+  const auto first = text.find_first_not_of(blanks);
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(blanks);
+  return text.substr(first, last - first + 1);
+}
+
+/// The offending text as it goes into a message: quoted, and cut at 40 characters so that a
+/// binary file fed by mistake does not make a megabyte-long exception.
+inline std::string quoted(std::string_view text) {
+  constexpr std::size_t shown = 40;
+  if (text.size() <= shown) return "'" + std::string(text) + "'";
+  return "'" + std::string(text.substr(0, shown)) + "...' (" + std::to_string(text.size()) +
+         " characters)";
+}
+
+inline std::string location(std::string_view source, std::int64_t line) {
+  return std::string(source) + ":" + std::to_string(line) + ": ";
+}
+
+/// Lines that carry no record: blank, or a comment starting with '#'.
+inline bool is_skipped(std::string_view trimmed) noexcept {
+  return trimmed.empty() || trimmed.front() == '#';
+}
+
+/// Parses `text` (already trimmed) as a count >= 1 of `what`; on failure throws invalid_sample
+/// whose message starts with where(), the "source:line: " prefix (plus a field name where there
+/// is one). where() runs only on failure: building it for every line would dominate the cost.
+template <class Where>
+std::int64_t parse_positive(std::string_view text, const Where& where, std::string_view what) {
+  std::int64_t value = 0;
+  const char* const first = text.data();
+  const char* const last = text.data() + text.size();
+  const auto [end, status] = std::from_chars(first, last, value);
+  if (status == std::errc{} && end == last && value >= 1) return value;
+  if (status == std::errc::result_out_of_range && text.front() != '-') {
+    throw invalid_sample(where() + quoted(text) + " exceeds the limit of " +
+                         std::to_string(std::numeric_limits<std::int64_t>::max()) + " " +
+                         std::string(what));
+  }
+  if (status != std::errc{} || end != last || text.empty()) {
+    throw invalid_sample(where() + quoted(text) + " is not a positive integer");
+  }
+  throw invalid_sample(where() + std::to_string(value) + " " + std::string(what) +
+                       ", must be >= 1");
+}
+
+/// Calls on_line(line_number, text) for every line of `input` (1-based, without the '\n'),
+/// reading in 64 KiB blocks: std::getline costs several times more on million-line files.
+template <class F>
+void for_each_line(std::istream& input, std::string_view source, F&& on_line) {
+  std::string pending;
+  std::vector<char> block(std::size_t{1} << 16);
+  std::int64_t line_number = 0;
+  while (true) {
+    input.read(block.data(), static_cast<std::streamsize>(block.size()));
+    const auto got = static_cast<std::size_t>(input.gcount());
+    if (got == 0) break;
+    pending.append(block.data(), got);
+    std::size_t start = 0;
+    for (auto end = pending.find('\n'); end != std::string::npos; end = pending.find('\n', start)) {
+      on_line(++line_number, std::string_view(pending).substr(start, end - start));
+      start = end + 1;
+    }
+    pending.erase(0, start);
+  }
+  if (input.bad()) {
+    throw error(std::string(source) + ":" + std::to_string(line_number) +
+                ": read error after this line");
+  }
+  if (!pending.empty()) on_line(++line_number, std::string_view(pending));
+}
+
+inline std::ifstream open_or_throw(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  if (!file) throw error(path.string() + ": cannot open the file for reading");
+  return file;
+}
+
+}  // namespace detail
+
+/// Text samples from one token count per line; blank lines and lines starting with '#'
+/// (after optional blanks) are skipped. Ids are 0..n-1 in file order, attention causal.
+/// Throws invalid_sample naming `source_name`, the 1-based line, the text and the limit.
+inline std::vector<dcp::sample> read_lengths(std::istream& input, std::string_view source_name) {
+  std::vector<dcp::sample> samples;
+  detail::for_each_line(input, source_name, [&](std::int64_t line_number, std::string_view line) {
+    const std::string_view text = detail::trim(line);
+    if (detail::is_skipped(text)) return;
+    const std::int64_t tokens = detail::parse_positive(
+        text, [&] { return detail::location(source_name, line_number); }, "tokens");
+    samples.push_back(dcp::text_sample(samples.size(), tokens));
+  });
+  return samples;
+}
+
+/// read_lengths on a file; the file name is the source named in errors.
+inline std::vector<dcp::sample> read_lengths_file(const std::filesystem::path& path) {
+  std::ifstream file = detail::open_or_throw(path);
+  return read_lengths(file, path.string());
+}
+
+/// Video samples from CSV lines `frames,height,width`, each a count of latent patches (after
+/// the VAE and patchification, not pixels). An optional first record `frames,height,width`
+/// (any case) is a header and skipped; blank and '#' lines are skipped. Ids are 0..n-1.
+/// Throws invalid_sample naming `source_name`, the line, the field, the text and the limit.
+inline std::vector<dcp::sample> read_video_csv(
+    std::istream& input, std::string_view source_name,
+    dcp::attention_kind attention = dcp::attention_kind::factorised) {
+  constexpr std::string_view field_names[3] = {"frames", "height", "width"};
+  std::vector<dcp::sample> samples;
+  bool first_record = true;
+  detail::for_each_line(input, source_name, [&](std::int64_t line_number, std::string_view line) {
+    const std::string_view text = detail::trim(line);
+    if (detail::is_skipped(text)) return;
+    const auto where = [&] { return detail::location(source_name, line_number); };
+
+    std::string_view fields[3];
+    std::size_t field_count = 0;
+    std::string_view rest = text;
+    while (true) {
+      const auto comma = rest.find(',');
+      const std::string_view field = detail::trim(rest.substr(0, comma));
+      if (field_count < 3) fields[field_count] = field;
+      ++field_count;
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (field_count != 3) {
+      throw invalid_sample(where() + detail::quoted(text) + " has " + std::to_string(field_count) +
+                           " fields, expected 3 (frames,height,width)");
+    }
+    if (first_record) {
+      first_record = false;
+      bool header = true;
+      for (std::size_t i = 0; i < 3; ++i) {
+        header = header && std::equal(fields[i].begin(), fields[i].end(), field_names[i].begin(),
+                                      field_names[i].end(), [](char a, char b) {
+                                        return (a >= 'A' && a <= 'Z' ? a - 'A' + 'a' : a) == b;
+                                      });
+      }
+      if (header) return;
+    }
+
+    std::int64_t values[3] = {};
+    for (std::size_t i = 0; i < 3; ++i) {
+      values[i] = detail::parse_positive(
+          fields[i], [&] { return where() + std::string(field_names[i]) + " "; }, "patches");
+    }
+    const dcp::video_shape shape{values[0], values[1], values[2]};
+    constexpr std::int64_t max_tokens = std::numeric_limits<std::int64_t>::max();
+    if (shape.height > max_tokens / shape.width ||
+        shape.frames > max_tokens / (shape.height * shape.width)) {
+      throw invalid_sample(where() + detail::quoted(text) + " has more than " +
+                           std::to_string(max_tokens) + " tokens (frames x height x width)");
+    }
+    samples.push_back(dcp::video_sample(samples.size(), shape, attention));
+  });
+  return samples;
+}
+
+/// read_video_csv on a file; the file name is the source named in errors.
+inline std::vector<dcp::sample> read_video_csv_file(
+    const std::filesystem::path& path,
+    dcp::attention_kind attention = dcp::attention_kind::factorised) {
+  std::ifstream file = detail::open_or_throw(path);
+  return read_video_csv(file, path.string(), attention);
+}
+
+}  // namespace dcp::workload
