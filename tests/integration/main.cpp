@@ -1,11 +1,29 @@
 // The consumer program shared by the integration projects: include the umbrella header and use
-// one preset, so a missing header, include path or link dependency fails the build.
+// one preset, so a missing header, include path or link dependency fails the build. With
+// DCP_CONSUMER_USES_<COMPONENT> it also uses that component's headers.
 #include <dcp/dcp.hpp>
+#include <dcp/runtime.hpp>
+
+#if defined(DCP_CONSUMER_USES_SIM)
+#include <dcp/sim/truth_model.hpp>
+#include <dcp/workload/batch.hpp>
+#endif
+#if defined(DCP_CONSUMER_USES_MPI)
+#include <dcp/mpi/communicator.hpp>
+#endif
 
 #include <iostream>
 
 int main() {
+  static_assert(DCP_VERSION_MAJOR == 0 && DCP_VERSION_MINOR == 1);
   const auto params = dcp::models::llama3_8b().total_params();
-  std::cout << "Llama-3 8B parameters: " << params << '\n';
+  std::cout << "dcp " << DCP_VERSION_STRING << ", Llama-3 8B parameters: " << params << '\n';
+#if defined(DCP_CONSUMER_USES_SIM)
+  const dcp::sim::truth_model truth(dcp::models::llama3_8b(), dcp::hgx_cluster(1, dcp::gpus::h200_sxm()));
+  std::cout << "truth model budget: " << truth.memory_budget() << " bytes\n";
+#endif
+#if defined(DCP_CONSUMER_USES_MPI)
+  std::cout << "MPI adapter: " << sizeof(dcp::mpi::communicator) << " bytes\n";
+#endif
   return params > 0 ? 0 : 1;
 }
