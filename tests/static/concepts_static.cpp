@@ -1,6 +1,8 @@
 // Compile-only tests: minimal conforming types model each concept; near-miss types, each
 // missing or breaking one requirement, do not.
 
+#include <array>
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -55,6 +57,68 @@ static_assert(!dcp::cost_model<cost_with_mutable_seconds>);
 static_assert(!dcp::cost_model<cost_with_string_budget>);
 static_assert(!dcp::cost_model<int>);
 
+// Optional members (Finding 04): present with the right signature, the type models the concept;
+// present with another signature, it does not — never silently ignored.
+struct cost_with_gradient_sync : minimal_cost {
+  double gradient_sync_seconds() const { return 0.5; }
+};
+struct cost_with_mutable_gradient_sync : minimal_cost {  // non-const: the scheduler calls it on const
+  double gradient_sync_seconds() { return 0.5; }
+};
+struct cost_with_gradient_sync_taking_a_plan : minimal_cost {
+  double gradient_sync_seconds(int micro_steps) const { return 0.1 * micro_steps; }
+};
+struct cost_with_gradient_sync_field : minimal_cost {  // a data member of that name
+  double gradient_sync_seconds = 0.5;
+};
+struct cost_with_marginal : minimal_cost {
+  double marginal_seconds(const micro_batch_shape&, const execution_config&) const { return 0; }
+};
+struct cost_with_marginal_of_a_sample : minimal_cost {
+  double marginal_seconds(const dcp::sample&) const { return 0; }
+};
+struct cost_with_private_marginal : minimal_cost {
+private:
+  double marginal_seconds(const micro_batch_shape&, const execution_config&) const { return 0; }
+};
+struct cost_with_time_terms : minimal_cost {
+  static constexpr std::size_t time_term_count = 2;
+  static constexpr std::array<double, 2> time_term_priors{1.0, 1.0};
+  static constexpr std::array<std::string_view, 2> time_term_names{"a", "b"};
+  std::array<double, 2> time_terms(const micro_batch_shape&, const execution_config&) const { return {}; }
+  std::array<double, 2> marginal_time_terms(const micro_batch_shape&, const execution_config&) const {
+    return {};
+  }
+};
+struct cost_with_time_terms_but_no_marginals : minimal_cost {
+  static constexpr std::size_t time_term_count = 2;
+  [[maybe_unused]] static constexpr std::array<double, 2> time_term_priors{1.0, 1.0};
+  [[maybe_unused]] static constexpr std::array<std::string_view, 2> time_term_names{"a", "b"};
+  std::array<double, 2> time_terms(const micro_batch_shape&, const execution_config&) const { return {}; }
+};
+struct cost_with_memory_terms_of_wrong_size : minimal_cost {
+  static constexpr std::size_t memory_term_count = 2;
+  [[maybe_unused]] static constexpr std::array<std::string_view, 2> memory_term_names{"a", "b"};
+  std::array<double, 3> memory_terms(const micro_batch_shape&, const execution_config&) const { return {}; }
+};
+struct final_cost_with_mutable_gradient_sync final : minimal_cost {
+  double gradient_sync_seconds() { return 0.5; }
+};
+static_assert(dcp::cost_model<cost_with_gradient_sync>);
+static_assert(!dcp::cost_model<cost_with_mutable_gradient_sync>);
+static_assert(!dcp::cost_model<cost_with_gradient_sync_taking_a_plan>);
+static_assert(!dcp::cost_model<cost_with_gradient_sync_field>);
+static_assert(dcp::cost_model<cost_with_marginal>);
+static_assert(!dcp::cost_model<cost_with_marginal_of_a_sample>);
+static_assert(!dcp::cost_model<cost_with_private_marginal>);
+static_assert(dcp::cost_model<cost_with_time_terms>);
+static_assert(!dcp::cost_model<cost_with_time_terms_but_no_marginals>);
+static_assert(!dcp::cost_model<cost_with_memory_terms_of_wrong_size>);
+static_assert(!dcp::cost_model<final_cost_with_mutable_gradient_sync>);
+static_assert(dcp::cost_model<dcp::calibrated<cost_with_gradient_sync>>);
+static_assert(dcp::cost_model<dcp::calibrated<cost_with_time_terms>>);
+static_assert(dcp::calibrated<cost_with_time_terms>::time_term_count == 2);
+
 // ---- bucketing_policy ------------------------------------------------------------------------
 struct minimal_bucketing {
   std::vector<std::int32_t> assign(std::span<const dcp::sample>) const { return {}; }
@@ -104,6 +168,21 @@ static_assert(dcp::recompute_strategy<dcp::pyramid_recompute, dcp::analytic_cost
 static_assert(!dcp::recompute_strategy<minimal_recompute, dcp::analytic_cost_model>);  // wrong model
 static_assert(!dcp::recompute_strategy<recompute_returning_plain_setting, minimal_cost>);
 static_assert(!dcp::recompute_strategy<recompute_without_name, minimal_cost>);
+// The optional fit_decides must be a constant (Finding 04).
+struct recompute_that_fit_decides : minimal_recompute {
+  static constexpr bool fit_decides = true;
+};
+struct recompute_with_runtime_fit_decides : minimal_recompute {
+  bool fit_decides = true;  // a member of each object, not a constant: would be ignored
+};
+struct recompute_with_fit_decides_function : minimal_recompute {
+  static bool fit_decides() { return true; }
+};
+static_assert(dcp::recompute_strategy<recompute_that_fit_decides, minimal_cost>);
+static_assert(dcp::fit_decides_v<recompute_that_fit_decides>);
+static_assert(!dcp::fit_decides_v<minimal_recompute>);
+static_assert(!dcp::recompute_strategy<recompute_with_runtime_fit_decides, minimal_cost>);
+static_assert(!dcp::recompute_strategy<recompute_with_fit_decides_function, minimal_cost>);
 static_assert(!dcp::recompute_strategy<dcp::pyramid_recompute, cost_without_peak_bytes>);
 
 // ---- placement_policy ------------------------------------------------------------------------

@@ -1,7 +1,12 @@
 #pragma once
 // dcp::cost_model — what the planner asks of a cost model.
 
+#include <array>
 #include <concepts>
+#include <cstddef>
+#include <string_view>
+
+#include "dcp/detail/member_probe.hpp"
 
 #include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/hardware.hpp"
@@ -9,6 +14,52 @@
 #include "dcp/spec/training.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
+
+namespace detail {
+
+DCP_DETAIL_MEMBER_PROBE(gradient_sync_seconds);
+DCP_DETAIL_MEMBER_PROBE(marginal_seconds);
+DCP_DETAIL_MEMBER_PROBE(time_terms);
+DCP_DETAIL_MEMBER_PROBE(marginal_time_terms);
+DCP_DETAIL_MEMBER_PROBE(memory_terms);
+
+/// Optional member 6: the time split into named terms (calibrated<M> refits their weights).
+template <class M>
+concept has_time_terms = requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
+  { M::time_term_count } -> std::convertible_to<std::size_t>;
+  { m.time_terms(s, c) } -> std::same_as<std::array<double, M::time_term_count>>;
+  { m.marginal_time_terms(s, c) } -> std::same_as<std::array<double, M::time_term_count>>;
+  { M::time_term_priors } -> std::convertible_to<std::array<double, M::time_term_count>>;
+  { M::time_term_names } -> std::convertible_to<std::array<std::string_view, M::time_term_count>>;
+};
+
+/// Optional member 7: the peak bytes split into named terms.
+template <class M>
+concept has_memory_terms = requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
+  { M::memory_term_count } -> std::convertible_to<std::size_t>;
+  { m.memory_terms(s, c) } -> std::same_as<std::array<double, M::memory_term_count>>;
+  { M::memory_term_names } -> std::convertible_to<std::array<std::string_view, M::memory_term_count>>;
+};
+
+}  // namespace detail
+
+/// Whether every optional member M declares has the signature the library calls it with. A
+/// member that is absent is fine (the library then uses its default); one that is present with
+/// another signature — non-const, other parameters, another return type — fails this concept,
+/// and so `cost_model`, instead of being silently ignored.
+template <class M>
+concept optional_cost_members_are_well_formed =
+    (!detail::declares_gradient_sync_seconds<M> ||
+     requires(const M& m) {
+       { m.gradient_sync_seconds() } -> std::convertible_to<double>;
+     }) &&
+    (!detail::declares_marginal_seconds<M> ||
+     requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
+       { m.marginal_seconds(s, c) } -> std::convertible_to<double>;
+     }) &&
+    (!(detail::declares_time_terms<M> || detail::declares_marginal_time_terms<M>) ||
+     detail::has_time_terms<M>) &&
+    (!detail::declares_memory_terms<M> || detail::has_memory_terms<M>);
 
 /// A cost model answers, for one micro-batch under one execution config, its time on the group
 /// and its peak bytes on each GPU of the group.
@@ -27,7 +78,17 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 ///     micro-batch: seconds(a + b) >= seconds(a) + marginal(b) (the lower bound relies on it);
 ///     for a fixed recompute setting, degree * marginal does not decrease with the degree
 ///     (parallelism is never super-linear).
-/// Models: analytic_cost_model.
+/// Optional members (each used when present, and checked: one declared with another signature
+/// makes M not a cost_model, see optional_cost_members_are_well_formed):
+///  - `m.gradient_sync_seconds()` -> double: the step's gradient synchronisation after the last
+///    micro-step (default 0); added to every plan's makespan.
+///  - `m.marginal_seconds(s, c)` -> double: the floor of requirement 5 (default
+///    seconds(s, c) - seconds({}, c)).
+///  - time terms: `M::time_term_count`, `m.time_terms(s, c)` and `m.marginal_time_terms(s, c)`
+///    -> std::array<double, count>, `M::time_term_priors`, `M::time_term_names`: seconds as a sum
+///    of named terms, which calibrated<M> refits one weight each (default: one term, seconds).
+///  - memory terms: `M::memory_term_count`, `m.memory_terms(s, c)`, `M::memory_term_names`.
+/// Models: analytic_cost_model, calibrated<M>, sim::truth_model.
 template <class M>
 concept cost_model =
     std::copy_constructible<M> &&
@@ -38,6 +99,7 @@ concept cost_model =
       { m.model() } -> std::convertible_to<const model_spec&>;
       { m.cluster() } -> std::convertible_to<const cluster_spec&>;
       { m.training() } -> std::convertible_to<const training_spec&>;
-    };
+    } &&
+    optional_cost_members_are_well_formed<M>;
 
 }  // namespace dcp

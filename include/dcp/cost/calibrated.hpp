@@ -69,22 +69,6 @@ struct calibration_report {
 
 namespace detail {
 
-template <class M>
-concept has_time_terms = requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
-  { M::time_term_count } -> std::convertible_to<std::size_t>;
-  { m.time_terms(s, c) } -> std::same_as<std::array<double, M::time_term_count>>;
-  { m.marginal_time_terms(s, c) } -> std::same_as<std::array<double, M::time_term_count>>;
-  { M::time_term_priors } -> std::convertible_to<std::array<double, M::time_term_count>>;
-  { M::time_term_names } -> std::convertible_to<std::array<std::string_view, M::time_term_count>>;
-};
-
-template <class M>
-concept has_memory_terms = requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
-  { M::memory_term_count } -> std::convertible_to<std::size_t>;
-  { m.memory_terms(s, c) } -> std::same_as<std::array<double, M::memory_term_count>>;
-  { M::memory_term_names } -> std::convertible_to<std::array<std::string_view, M::memory_term_count>>;
-};
-
 /// M's time terms, or the whole time as one term for a model that does not split it.
 template <class M>
 struct time_terms_of {
@@ -379,11 +363,13 @@ public:
     return (fixed + growing * tightening_of(c)) * memory_safety_;
   }
 
-  /// M's gradient synchronisation, unchanged (measured per step, not per micro-batch).
-  double gradient_sync_seconds() const
-    requires requires(const M& m) { m.gradient_sync_seconds(); }
-  {
-    return static_cast<double>(base_.gradient_sync_seconds());
+  /// M's gradient synchronisation, unchanged (measured per step, not per micro-batch); 0, the
+  /// scheduler's default, for a model without one.
+  double gradient_sync_seconds() const {
+    if constexpr (requires { base_.gradient_sync_seconds(); })
+      return static_cast<double>(base_.gradient_sync_seconds());
+    else
+      return 0.0;
   }
 
   // ---- calibration --------------------------------------------------------------------------
