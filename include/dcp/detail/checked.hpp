@@ -1,6 +1,7 @@
 #pragma once
 // Checked int64 arithmetic for sums and products of user values (token counts, grid shapes,
-// parameter counts), and number text for error messages that never converts out of range.
+// parameter counts), number text for error messages that never converts out of range, and the
+// checks of floating-point spec fields that reject NaN, infinities and values below their limit.
 
 #include <charconv>
 #include <cmath>
@@ -9,9 +10,11 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <version>
 
 #include "dcp/config.hpp"
+#include "dcp/error.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
@@ -85,6 +88,30 @@ inline std::string bytes_text(double bytes) {
   os.precision(0);
   os << bytes;
   return os.str();
+}
+
+// ---- spec fields: "<where><field> = <value>, must be <limit>" --------------------------------
+
+/// Throws invalid_spec unless 0 < value < infinity.
+inline void require_finite_positive(double value, std::string_view where, std::string_view field) {
+  if (!(value > 0) || !std::isfinite(value))
+    throw invalid_spec(std::string(where) + std::string(field) + " = " + number_text(value) +
+                       ", must be finite and > 0");
+}
+
+/// Throws invalid_spec unless 0 <= value < infinity.
+inline void require_finite_non_negative(double value, std::string_view where,
+                                        std::string_view field) {
+  if (!(value >= 0) || !std::isfinite(value))
+    throw invalid_spec(std::string(where) + std::string(field) + " = " + number_text(value) +
+                       ", must be finite and >= 0");
+}
+
+/// Throws invalid_spec unless value is in (0, 1]: an achieved fraction of a peak.
+inline void require_fraction(double value, std::string_view where, std::string_view field) {
+  if (!(value > 0 && value <= 1))
+    throw invalid_spec(std::string(where) + std::string(field) + " = " + number_text(value) +
+                       ", must be in (0, 1]");
 }
 
 }  // namespace dcp::detail

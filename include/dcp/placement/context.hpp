@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
+#include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
@@ -29,8 +30,10 @@ inline std::vector<std::int64_t> allowed_degrees(const model_spec& model,
                                                  const cluster_spec& cluster,
                                                  sequence_parallel sp) {
   std::vector<std::int64_t> degrees;
-  for (std::int64_t d = 1; d <= cluster.gpus; d *= 2)
+  for (std::int64_t d = 1; d <= cluster.gpus; d *= 2) {
     if (sp == sequence_parallel::ring || model.heads % d == 0) degrees.push_back(d);
+    if (d > cluster.gpus / 2) break;  // the next d would pass gpus (and could overflow)
+  }
   return degrees;
 }
 
@@ -163,9 +166,9 @@ public:
     throw sample_does_not_fit(
         "sample " + std::to_string(s.id) + " (" + std::to_string(s.tokens) +
         " tokens) does not fit: it needs " + detail::format_gib(need) + " (" +
-        std::to_string(static_cast<long long>(need)) + " bytes) per GPU at degree " +
-        std::to_string(degrees_[k]) + " with full recompute, " + detail::format_gib(budget_) + " (" +
-        std::to_string(static_cast<long long>(budget_)) + " bytes) available");
+        detail::bytes_text(need) + " bytes) per GPU at degree " + std::to_string(degrees_[k]) +
+        " with full recompute, " + detail::format_gib(budget_) + " (" +
+        detail::bytes_text(budget_) + " bytes) available");
   }
 
 private:

@@ -49,7 +49,9 @@ private:
 /// One training step on this rank: agrees on the plan with every rank (collective), creates the
 /// degrees the plan uses in the cache (collective), then runs this rank's micro-steps in plan
 /// order (plan.steps_of(rank)), each on its group. Returns one report per micro-step run, in
-/// that order. An executor exception becomes step_error naming the rank and the micro-step.
+/// that order. An executor exception becomes step_error naming the rank and the micro-step; a
+/// micro-step whose group is not an aligned group inside the world throws dcp::error on every
+/// rank before any runs.
 template <communicator C, class E>
   requires micro_batch_executor<E, typename group_cache<C>::group_type>
 std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const step_plan& plan, E& executor) {
@@ -58,6 +60,22 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
     throw error("run_step: the group cache was made for another communicator than rank " +
                 std::to_string(rank) + "'s");
   agree_on_plan(comm, plan);
+  // Every rank holds the same plan now, so every rank throws here or none does. A micro-step
+  // outside the world would be run by no rank: its samples would silently go untrained.
+  const auto world = static_cast<std::int64_t>(comm.size());
+  for (std::size_t i = 0; i < plan.micro_steps.size(); ++i) {
+    const auto& m = plan.micro_steps[i];
+    const auto d = m.degree();
+    // first_rank <= world - d, not first_rank + d <= world: the sum can overflow.
+    const bool inside = d >= 1 && d <= world && (d & (d - 1)) == 0 && m.first_rank >= 0 &&
+                        m.first_rank % d == 0 && m.first_rank <= world - d;
+    if (!inside)
+      throw error("run_step: micro-step " + std::to_string(m.sequence) + " (index " +
+                  std::to_string(i) + ") has first_rank = " + std::to_string(m.first_rank) +
+                  ", degree = " + std::to_string(d) +
+                  ": not an aligned group (degree a power of two, first_rank a multiple of it) "
+                  "inside the world of " + std::to_string(world) + " ranks");
+  }
   cache.prepare(plan);
   std::vector<execution_report> reports;
   const auto mine = plan.steps_of(rank);

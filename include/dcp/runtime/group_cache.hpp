@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/runtime/communicator.hpp"
@@ -49,7 +50,7 @@ public:
   /// world, or this rank is not in it; creates the degree (collectively) if it is new.
   group_type& group(std::int64_t first_rank, std::int64_t degree) {
     check_request(first_rank, degree);
-    if (rank_ < first_rank || rank_ >= first_rank + degree)
+    if (rank_ < first_rank || rank_ - first_rank >= degree)
       throw error(request(first_rank, degree) + ": rank " + std::to_string(rank_) +
                   " is not a member of ranks [" + std::to_string(first_rank) + ", " +
                   std::to_string(first_rank + degree) + ")");
@@ -122,10 +123,14 @@ private:
     if (first_rank < 0 || first_rank % degree != 0)
       throw error(request(first_rank, degree) + ": first_rank must be a non-negative multiple of degree " +
                   std::to_string(degree));
-    if (first_rank + degree > size_)
+    // first_rank > size - degree, not first_rank + degree > size: the sum can overflow.
+    if (first_rank > size_ - degree) {
+      const auto end = detail::checked_add(first_rank, degree);
       throw error(request(first_rank, degree) + ": ranks [" + std::to_string(first_rank) + ", " +
-                  std::to_string(first_rank + degree) + ") lie outside the world of " +
-                  std::to_string(size_) + " ranks");
+                  (end ? std::to_string(*end)
+                       : std::to_string(first_rank) + " + " + std::to_string(degree)) +
+                  ") lie outside the world of " + std::to_string(size_) + " ranks");
+    }
   }
 
   void create(std::int64_t degree) {
@@ -135,7 +140,7 @@ private:
                   std::to_string(entries_) + ")");
     const auto first = rank_ / degree * degree;
     // In a world that is not a power of two, the last aligned group may not fit: opt out.
-    const bool member = first + degree <= size_;
+    const bool member = first <= size_ - degree;
     std::optional<group_type> made;
     try {
       made = world_->split(member ? static_cast<int>(rank_ / degree) : -1, static_cast<int>(rank_));

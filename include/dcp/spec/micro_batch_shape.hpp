@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <ostream>
+#include <string>
 
+#include "dcp/detail/checked.hpp"
+#include "dcp/error.hpp"
 #include "dcp/spec/sample.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
@@ -27,7 +30,9 @@ struct micro_batch_shape {
       case attention_kind::factorised: {
         if (!s.video) return n * n;
         const auto frames = static_cast<double>(s.video->frames);
-        const auto per_frame = static_cast<double>(s.video->tokens_per_frame());
+        // In double: a grid beyond int64 is rejected by validate_batch, not here.
+        const auto per_frame =
+            static_cast<double>(s.video->height) * static_cast<double>(s.video->width);
         return 0.5 * (frames * per_frame * per_frame + per_frame * frames * frames);
       }
     }
@@ -38,17 +43,32 @@ struct micro_batch_shape {
     return {1, s.tokens, s.tokens, pairs_of(s)};
   }
 
-  micro_batch_shape& operator+=(const micro_batch_shape& other) noexcept {
-    samples += other.samples;
-    tokens += other.tokens;
+  /// Adds `other`; throws invalid_sample, leaving this shape unchanged, where the samples or
+  /// tokens exceed int64.
+  micro_batch_shape& operator+=(const micro_batch_shape& other) {
+    const auto sum_samples = detail::checked_add(samples, other.samples);
+    const auto sum_tokens = detail::checked_add(tokens, other.tokens);
+    if (!sum_samples || !sum_tokens)
+      throw_overflow(other, sum_samples ? "tokens" : "samples");
+    samples = *sum_samples;
+    tokens = *sum_tokens;
     longest = std::max(longest, other.longest);
     attention_pairs += other.attention_pairs;
     return *this;
   }
-  friend micro_batch_shape operator+(micro_batch_shape a, const micro_batch_shape& b) noexcept {
+  friend micro_batch_shape operator+(micro_batch_shape a, const micro_batch_shape& b) {
     return a += b;
   }
   friend bool operator==(const micro_batch_shape&, const micro_batch_shape&) = default;
+
+private:
+  [[noreturn]] void throw_overflow(const micro_batch_shape& other, const char* field) const {
+    const bool by_tokens = std::string(field) == "tokens";
+    throw invalid_sample("micro-batch shape: " + std::string(field) + " = " +
+                         std::to_string(by_tokens ? tokens : samples) + " + " +
+                         std::to_string(by_tokens ? other.tokens : other.samples) + " exceeds " +
+                         std::to_string(detail::int64_max));
+  }
 };
 
 inline std::ostream& operator<<(std::ostream& os, const micro_batch_shape& s) {

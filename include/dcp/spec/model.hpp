@@ -4,9 +4,11 @@
 // ones in tests/unit/spec_tests.cpp).
 
 #include <cstdint>
+#include <limits>
 #include <ostream>
 #include <string>
 
+#include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/sample.hpp"
 
@@ -32,81 +34,146 @@ struct model_spec {
   std::int64_t text_tokens = 0;                        ///< cross-attention context (DiT captions)
   std::int64_t text_embed_dim = 0;                     ///< width of the text encoder output
 
+  /// Largest value of a shape field: recompute_setting counts layers in int32, and no real
+  /// tensor dimension, vocabulary or caption length comes near it.
+  static constexpr std::int64_t max_dimension = std::numeric_limits<std::int32_t>::max();
+
   std::int64_t head_dim() const noexcept { return heads ? hidden / heads : 0; }
   std::int64_t kv_hidden() const noexcept { return kv_heads * head_dim(); }
   bool has_cross_attention() const noexcept { return text_tokens > 0; }
 
   /// Parameters of one transformer block (weights, biases, norms).
-  std::int64_t block_params() const noexcept {
-    const std::int64_t h = hidden;
-    const std::int64_t mlp_params =
-        mlp == mlp_kind::swiglu ? 3 * h * ffn : 2 * h * ffn + ffn + h;  // GELU MLPs carry biases
+  std::int64_t block_params() const noexcept { return block_params_as<std::int64_t>(); }
+
+  /// Parameters outside the blocks: embeddings and LM head for LMs; patch, timestep and caption
+  /// embedders and the output head for DiTs.
+  std::int64_t outer_params() const noexcept { return outer_params_as<std::int64_t>(); }
+
+  std::int64_t total_params() const noexcept { return total_params_as<std::int64_t>(); }
+
+  /// Parameters that act on every token in matrix multiplies (embedding lookups excluded, the LM
+  /// head included; cross-attention k/v act on text tokens, not on sample tokens).
+  std::int64_t per_token_params() const noexcept { return per_token_params_as<std::int64_t>(); }
+
+  /// The parameter counts in `Int`: std::int64_t for use, detail::checked_int64 to validate.
+  template <class Int>
+  Int block_params_as() const noexcept {
+    const Int h = hidden;
+    const Int f = ffn;
+    const Int kv = Int{kv_heads} * Int{head_dim()};
+    const Int mlp_params =
+        mlp == mlp_kind::swiglu ? 3 * h * f : 2 * h * f + f + h;  // GELU MLPs carry biases
     if (family == model_family::decoder_lm) {
       // Llama/Qwen block: q, o (h x h), k, v (h x h_kv), MLP, two RMSNorm weights.
-      std::int64_t p = 2 * h * h + 2 * h * kv_hidden() + mlp_params + 2 * h;
-      if (qkv_bias) p += h + 2 * kv_hidden();
+      Int p = 2 * h * h + 2 * h * kv + mlp_params + 2 * h;
+      if (qkv_bias) p += h + 2 * kv;
       return p;
     }
     // DiT block: self-attention and cross-attention (q, k, v, o with biases), MLP, adaLN table
     // and q/k norms (perf-model.md §2.3 and §6).
-    const std::int64_t attention_params = 4 * h * h + 4 * h;
-    std::int64_t p = attention_params + mlp_params + 6 * h + 2 * h;
+    const Int attention_params = 4 * h * h + 4 * h;
+    Int p = attention_params + mlp_params + 6 * h + 2 * h;
     if (has_cross_attention()) p += attention_params;
     return p;
   }
-
-  /// Parameters outside the blocks: embeddings and LM head for LMs; patch, timestep and caption
-  /// embedders and the output head for DiTs.
-  std::int64_t outer_params() const noexcept {
-    const std::int64_t h = hidden;
-    if (family == model_family::decoder_lm) return 2 * vocab * h + h;  // untied embedding + head
-    const std::int64_t caption = text_embed_dim * h + h + h * h + h;
-    const std::int64_t timestep = 256 * h + h + h * h + h;
-    const std::int64_t modulation = 6 * h * h + 6 * h;
+  template <class Int>
+  Int outer_params_as() const noexcept {
+    const Int h = hidden;
+    if (family == model_family::decoder_lm) return 2 * Int{vocab} * h + h;  // untied embedding + head
+    const Int caption = Int{text_embed_dim} * h + h + h * h + h;
+    const Int timestep = 256 * h + h + h * h + h;
+    const Int modulation = 6 * h * h + 6 * h;
     return caption + timestep + modulation;
   }
-
-  std::int64_t total_params() const noexcept { return layers * block_params() + outer_params(); }
-
-  /// Parameters that act on every token in matrix multiplies (embedding lookups excluded, the LM
-  /// head included; cross-attention k/v act on text tokens, not on sample tokens).
-  std::int64_t per_token_params() const noexcept {
-    std::int64_t p = layers * block_params();
-    if (has_cross_attention()) p -= layers * 2 * hidden * hidden;
-    if (family == model_family::decoder_lm) p += vocab * hidden;
+  template <class Int>
+  Int total_params_as() const noexcept {
+    return Int{layers} * block_params_as<Int>() + outer_params_as<Int>();
+  }
+  template <class Int>
+  Int per_token_params_as() const noexcept {
+    const Int h = hidden;
+    Int p = Int{layers} * block_params_as<Int>();
+    if (has_cross_attention()) p -= Int{layers} * 2 * h * h;
+    if (family == model_family::decoder_lm) p += Int{vocab} * h;
     return p;
   }
 
   friend bool operator==(const model_spec&, const model_spec&) = default;
 
-  /// Throws invalid_spec naming the first inconsistent field.
+  /// Throws invalid_spec naming the first inconsistent field, its value and the limit: an
+  /// unknown kind, a shape field outside [1, max_dimension] (vocab, text_tokens and
+  /// text_embed_dim may be 0), heads that do not divide hidden, kv_heads that do not divide
+  /// heads, a decoder LM without vocab or with cross-attention, cross-attention without a text
+  /// width, or parameter counts beyond int64.
   void validate() const {
-    auto require_positive = [&](std::int64_t value, const char* field) {
-      if (value <= 0)
-        throw invalid_spec("model '" + name + "': " + field + " = " + std::to_string(value) +
-                           ", must be >= 1");
+    const auto where = [&] { return "model '" + name + "': "; };
+    const auto require_known = [&](bool known, auto value, const char* field, const char* allowed) {
+      if (!known)
+        throw invalid_spec(where() + field + " = " + std::to_string(static_cast<unsigned>(value)) +
+                           ", must be " + allowed);
     };
-    require_positive(layers, "layers");
-    require_positive(hidden, "hidden");
-    require_positive(heads, "heads");
-    require_positive(kv_heads, "kv_heads");
-    require_positive(ffn, "ffn");
+    require_known(family == model_family::decoder_lm || family == model_family::diffusion_transformer,
+                  family, "family", "decoder_lm or diffusion_transformer");
+    require_known(mlp == mlp_kind::swiglu || mlp == mlp_kind::gelu, mlp, "mlp", "swiglu or gelu");
+    require_known(detail::known_attention(attention), attention, "attention",
+                  "causal, full or factorised");
+    const auto require_in_range = [&](std::int64_t value, const char* field, std::int64_t least) {
+      if (value < least)
+        throw invalid_spec(where() + field + " = " + std::to_string(value) + ", must be >= " +
+                           std::to_string(least));
+      if (value > max_dimension)
+        throw invalid_spec(where() + field + " = " + std::to_string(value) +
+                           ", must be at most " + std::to_string(max_dimension));
+    };
+    require_in_range(layers, "layers", 1);
+    require_in_range(hidden, "hidden", 1);
+    require_in_range(heads, "heads", 1);
+    require_in_range(kv_heads, "kv_heads", 1);
+    require_in_range(ffn, "ffn", 1);
+    require_in_range(vocab, "vocab", 0);
+    require_in_range(text_tokens, "text_tokens", 0);
+    require_in_range(text_embed_dim, "text_embed_dim", 0);
     if (hidden % heads != 0)
-      throw invalid_spec("model '" + name + "': hidden = " + std::to_string(hidden) +
+      throw invalid_spec(where() + "hidden = " + std::to_string(hidden) +
                          " is not a multiple of heads = " + std::to_string(heads));
     if (kv_heads > heads || heads % kv_heads != 0)
-      throw invalid_spec("model '" + name + "': kv_heads = " + std::to_string(kv_heads) +
+      throw invalid_spec(where() + "kv_heads = " + std::to_string(kv_heads) +
                          " must divide heads = " + std::to_string(heads));
     if (family == model_family::decoder_lm && vocab <= 0)
-      throw invalid_spec("model '" + name + "': vocab = " + std::to_string(vocab) +
+      throw invalid_spec(where() + "vocab = " + std::to_string(vocab) +
                          ", a decoder LM needs vocab >= 1");
+    if (family == model_family::decoder_lm && text_tokens > 0)
+      throw invalid_spec(where() + "text_tokens = " + std::to_string(text_tokens) +
+                         ", must be 0 for a decoder LM (no cross-attention)");
+    if (text_tokens > 0 && text_embed_dim <= 0)
+      throw invalid_spec(where() + "text_embed_dim = " + std::to_string(text_embed_dim) +
+                         ", cross-attention to text_tokens = " + std::to_string(text_tokens) +
+                         " needs text_embed_dim >= 1");
+    // The same formulas as block_params() and the others, with every step checked.
+    const auto require_representable = [&](detail::checked_int64 count, const char* what) {
+      if (count.overflow)
+        throw invalid_spec(where() + what + " exceeds " + std::to_string(detail::int64_max) +
+                           " (layers = " + std::to_string(layers) + ", hidden = " +
+                           std::to_string(hidden) + ", ffn = " + std::to_string(ffn) +
+                           ", vocab = " + std::to_string(vocab) + ", text_embed_dim = " +
+                           std::to_string(text_embed_dim) + ")");
+    };
+    require_representable(block_params_as<detail::checked_int64>(), "block_params");
+    require_representable(outer_params_as<detail::checked_int64>(), "outer_params");
+    require_representable(total_params_as<detail::checked_int64>(), "total_params");
+    require_representable(per_token_params_as<detail::checked_int64>(), "per_token_params");
   }
 };
 
 inline std::ostream& operator<<(std::ostream& os, const model_spec& m) {
-  return os << "model{" << m.name << ", layers=" << m.layers << ", hidden=" << m.hidden
-            << ", heads=" << m.heads << '/' << m.kv_heads << ", ffn=" << m.ffn
-            << ", vocab=" << m.vocab << ", params=" << m.total_params() << '}';
+  os << "model{" << m.name << ", layers=" << m.layers << ", hidden=" << m.hidden
+     << ", heads=" << m.heads << '/' << m.kv_heads << ", ffn=" << m.ffn << ", vocab=" << m.vocab
+     << ", params=";
+  // Printing never overflows, whether or not the spec was validated.
+  const auto params = m.total_params_as<detail::checked_int64>();
+  if (params.overflow) os << "(beyond int64)";
+  else os << params.value;
+  return os << '}';
 }
 
 /// Presets. Configs from the public model configs as collected in
