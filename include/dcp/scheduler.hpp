@@ -15,6 +15,7 @@
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
 #include "dcp/cost/analytic.hpp"
+#include "dcp/detail/checked.hpp"
 #include "dcp/placement/balanced.hpp"
 #include "dcp/plan/lower_bound.hpp"
 #include "dcp/plan/step_plan.hpp"
@@ -33,13 +34,16 @@ public:
   using recompute_type = Recompute;
   using placement_type = Placement;
 
+  /// Throws invalid_spec where `cost` fails validate_cost.
   explicit DataCentricScheduler(Cost cost, Bucketing bucketing = Bucketing{},
                                 Recompute recompute = Recompute{},
                                 Placement placement = Placement{})
       : cost_(std::move(cost)),
         bucketing_(std::move(bucketing)),
         recompute_(std::move(recompute)),
-        placement_(std::move(placement)) {}
+        placement_(std::move(placement)) {
+    validate_cost(cost_);
+  }
 
   const Cost& cost() const noexcept { return cost_; }
   const Bucketing& bucketing() const noexcept { return bucketing_; }
@@ -48,7 +52,24 @@ public:
 
   /// Replaces the cost model; plans made afterwards use it (e.g. a calibrated<M> after
   /// observe()). Every rank must make the same replacement before its next plan.
-  void set_cost(Cost cost) { cost_ = std::move(cost); }
+  void set_cost(Cost cost) {
+    validate_cost(cost);
+    cost_ = std::move(cost);
+  }
+
+  /// Throws invalid_spec for a cost model, of any type, whose model, cluster or training spec
+  /// is invalid or whose memory budget is not finite and > 0: the constructor and set_cost
+  /// check every cost model they are given, not only those that validate themselves.
+  static void validate_cost(const Cost& cost) {
+    const model_spec& model = cost.model();
+    const cluster_spec& cluster = cost.cluster();
+    const training_spec& training = cost.training();
+    model.validate();
+    cluster.validate();
+    training.validate(cluster);
+    detail::require_finite_positive(static_cast<double>(cost.memory_budget()), "cost model: ",
+                                    "memory_budget()");
+  }
 
   /// The plan of one training step for this batch. Throws invalid_sample for malformed samples
   /// and sample_does_not_fit for a sample no configuration can hold.

@@ -7,10 +7,13 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/cost/activation_memory.hpp"
+#include "dcp/detail/checked.hpp"
+#include "dcp/error.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/model.hpp"
@@ -31,6 +34,24 @@ struct analytic_constants {
   std::int64_t loss_chunk_tokens = 8192;        ///< with chunked cross-entropy
 
   friend bool operator==(const analytic_constants&, const analytic_constants&) = default;
+
+  /// Throws invalid_spec naming the first bad field, its value and the limit: efficiencies
+  /// outside (0, 1] (a fraction of a peak; 0, negative or NaN would make time 0 or negative),
+  /// fixed costs and logits bytes not finite and >= 0, loss_chunk_tokens < 1.
+  void validate() const {
+    constexpr const char* where = "analytic constants: ";
+    detail::require_fraction(dense_efficiency, where, "dense_efficiency");
+    detail::require_fraction(attention_forward_efficiency, where, "attention_forward_efficiency");
+    detail::require_fraction(attention_backward_efficiency, where, "attention_backward_efficiency");
+    detail::require_fraction(hbm_efficiency, where, "hbm_efficiency");
+    detail::require_finite_non_negative(kernel_launch_seconds, where, "kernel_launch_seconds");
+    detail::require_finite_non_negative(kernels_per_layer, where, "kernels_per_layer");
+    detail::require_finite_non_negative(step_overhead_seconds, where, "step_overhead_seconds");
+    detail::require_finite_non_negative(logits_bytes_per_entry, where, "logits_bytes_per_entry");
+    if (loss_chunk_tokens < 1)
+      throw invalid_spec(std::string(where) + "loss_chunk_tokens = " +
+                         std::to_string(loss_chunk_tokens) + ", must be >= 1");
+  }
 };
 
 class analytic_cost_model {
@@ -44,6 +65,7 @@ public:
     model_.validate();
     cluster_.validate();
     training_.validate(cluster_);
+    constants_.validate();
     derive();
   }
 

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <string>
 
+#include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
@@ -47,30 +48,42 @@ struct cluster_spec {
 
   friend bool operator==(const cluster_spec&, const cluster_spec&) = default;
 
+  /// Largest cluster a spec may describe; far beyond any built, and small enough that every
+  /// per-rank table and every degree (a power of two up to gpus) stays in range.
+  static constexpr std::int64_t max_gpus = std::int64_t{1} << 24;
+
+  /// Throws invalid_spec naming the first bad field, its value and the limit: gpus outside
+  /// [1, max_gpus] or not a multiple of gpus_per_node >= 1; GPU peak, capacity, HBM and link
+  /// bandwidths not finite and > 0; latencies not finite and >= 0.
   void validate() const {
-    if (gpus <= 0)
+    if (gpus < 1)
       throw invalid_spec("cluster: gpus = " + std::to_string(gpus) + ", must be >= 1");
-    if (gpus_per_node <= 0)
+    if (gpus > max_gpus)
+      throw invalid_spec("cluster: gpus = " + std::to_string(gpus) + ", must be in [1, " +
+                         std::to_string(max_gpus) + "]");
+    if (gpus_per_node < 1)
       throw invalid_spec("cluster: gpus_per_node = " + std::to_string(gpus_per_node) +
                          ", must be >= 1");
     if (gpus % gpus_per_node != 0)
       throw invalid_spec("cluster: gpus = " + std::to_string(gpus) +
                          " is not a multiple of gpus_per_node = " + std::to_string(gpus_per_node));
-    if (!(gpu.peak_flops > 0))
-      throw invalid_spec("cluster: gpu.peak_flops = " + std::to_string(gpu.peak_flops) +
-                         ", must be > 0");
-    if (!(gpu.memory_bytes > 0))
-      throw invalid_spec("cluster: gpu.memory_bytes = " + std::to_string(gpu.memory_bytes) +
-                         ", must be > 0");
-    if (!(nvlink_bandwidth > 0) || !(nic_bandwidth > 0))
-      throw invalid_spec("cluster: link bandwidths must be > 0 (nvlink " +
-                         std::to_string(nvlink_bandwidth) + ", nic " +
-                         std::to_string(nic_bandwidth) + ")");
+    detail::require_finite_positive(gpu.peak_flops, "cluster: ", "gpu.peak_flops");
+    detail::require_finite_positive(gpu.memory_bytes, "cluster: ", "gpu.memory_bytes");
+    detail::require_finite_positive(gpu.hbm_bandwidth, "cluster: ", "gpu.hbm_bandwidth");
+    detail::require_finite_positive(nvlink_bandwidth, "cluster: ", "nvlink_bandwidth");
+    detail::require_finite_positive(nic_bandwidth, "cluster: ", "nic_bandwidth");
+    detail::require_finite_non_negative(intra_node_latency, "cluster: ", "intra_node_latency");
+    detail::require_finite_non_negative(inter_node_latency, "cluster: ", "inter_node_latency");
   }
 };
 
-/// `nodes` HGX nodes of 8 GPUs each.
+/// `nodes` HGX nodes of 8 GPUs each. Throws invalid_spec for more nodes than max_gpus allows
+/// (nodes * 8 could overflow); other bad counts are left to cluster_spec::validate.
 inline cluster_spec hgx_cluster(std::int64_t nodes, gpu_spec gpu) {
+  if (nodes > cluster_spec::max_gpus / 8)
+    throw invalid_spec("hgx_cluster: nodes = " + std::to_string(nodes) + ", must be at most " +
+                       std::to_string(cluster_spec::max_gpus / 8) + " (" +
+                       std::to_string(cluster_spec::max_gpus) + " GPUs)");
   cluster_spec c;
   c.gpus = nodes * 8;
   c.gpus_per_node = 8;

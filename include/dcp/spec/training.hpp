@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/model.hpp"
@@ -46,21 +47,41 @@ struct training_spec {
     return std::max(headroom_bytes, headroom_fraction * cluster.gpu.memory_bytes);
   }
 
-  /// Throws invalid_spec when the headroom leaves nothing, or the ZeRO stage is unknown.
+  /// Throws invalid_spec naming the first bad field, its value and the limit: an unknown
+  /// precision, sequence-parallel style or loss normalisation; a ZeRO stage outside [0, 3];
+  /// headroom_bytes or runtime_reserve_bytes not finite and >= 0; headroom_fraction outside
+  /// [0, 1); a headroom that leaves nothing of the capacity, or a runtime reserve that leaves
+  /// nothing of the memory budget.
   void validate(const cluster_spec& cluster) const {
+    if (mixed_precision != precision::bf16_mixed)
+      throw invalid_spec("training: mixed_precision = " +
+                         std::to_string(static_cast<unsigned>(mixed_precision)) +
+                         ", must be bf16_mixed");
+    if (sp != sequence_parallel::ulysses && sp != sequence_parallel::ring)
+      throw invalid_spec("training: sp = " + std::to_string(static_cast<unsigned>(sp)) +
+                         ", must be ulysses or ring");
+    if (normalise_by != loss_normalisation::tokens && normalise_by != loss_normalisation::samples)
+      throw invalid_spec("training: normalise_by = " +
+                         std::to_string(static_cast<unsigned>(normalise_by)) +
+                         ", must be tokens or samples");
     if (zero_stage < 0 || zero_stage > 3)
       throw invalid_spec("training: zero_stage = " + std::to_string(zero_stage) +
                          ", must be in [0, 3]");
-    if (headroom_bytes < 0)
-      throw invalid_spec("training: headroom_bytes = " + std::to_string(headroom_bytes) +
-                         ", must be >= 0");
+    detail::require_finite_non_negative(headroom_bytes, "training: ", "headroom_bytes");
     if (!(headroom_fraction >= 0) || headroom_fraction >= 1)
-      throw invalid_spec("training: headroom_fraction = " + std::to_string(headroom_fraction) +
+      throw invalid_spec("training: headroom_fraction = " + detail::number_text(headroom_fraction) +
                          ", must be in [0, 1)");
+    detail::require_finite_non_negative(runtime_reserve_bytes, "training: ", "runtime_reserve_bytes");
     if (headroom(cluster) >= cluster.gpu.memory_bytes)
       throw invalid_spec("training: headroom_bytes = " + std::to_string(headroom(cluster)) +
                          " must be below the GPU capacity " +
                          std::to_string(cluster.gpu.memory_bytes) + " bytes");
+    if (runtime_reserve_bytes >= memory_budget(cluster))
+      throw invalid_spec("training: runtime_reserve_bytes = " +
+                         detail::bytes_text(runtime_reserve_bytes) +
+                         " must be below the memory budget of " +
+                         detail::bytes_text(memory_budget(cluster)) +
+                         " bytes (GPU capacity less headroom)");
   }
 
   /// Bytes a micro-batch may use at its peak on one GPU: capacity minus headroom.
@@ -137,6 +158,9 @@ inline void validate(const execution_config& config, const model_spec& model,
     throw invalid_spec("execution config: Ulysses degree = " + std::to_string(d) +
                        " does not divide the " + std::to_string(model.heads) +
                        " attention heads of " + model.name);
+  if (config.sp != sequence_parallel::ulysses && config.sp != sequence_parallel::ring)
+    throw invalid_spec("execution config: sp = " + std::to_string(static_cast<unsigned>(config.sp)) +
+                       ", must be ulysses or ring");
   if (config.recompute.layers < 0 || config.recompute.layers > model.layers)
     throw invalid_spec("execution config: recompute layers = " +
                        std::to_string(config.recompute.layers) + ", must be in [0, " +
