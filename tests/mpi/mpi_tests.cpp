@@ -3,11 +3,13 @@
 // the conformance checks, the group cache, plan agreement, run_step and run_calibrated_step over
 // MPI_COMM_WORLD.
 // Every rank collects its failures; the exit code is non-zero on every rank if any rank failed.
-// An unexpected exception aborts the whole job (MPI_Abort) rather than leaving ranks waiting.
+// main is dcp::mpi::environment::run: an unexpected exception, or a failed run (non-zero
+// return), aborts the whole job (MPI_Abort) rather than leaving ranks waiting.
 
 #include <mpi.h>
 
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <iostream>
@@ -103,6 +105,23 @@ void check_errors(failures& f) {
   }
   f.expect(message_of([] { (void)communicator::borrowed(MPI_COMM_NULL); }) != "(no dcp::error thrown)",
            "wrapping MPI_COMM_NULL did not throw");
+
+  // Bad options name the field and the value.
+  const auto zero_code = message_of([] { dcp::mpi::environment env(nullptr, nullptr, {.abort_code = 0}); });
+  f.expect(contains(zero_code, "options.abort_code = 0, must be non-zero"), "abort_code 0 gave: " + zero_code);
+  const auto negative = message_of(
+      [] { dcp::mpi::environment env(nullptr, nullptr, {.finalize_timeout = std::chrono::milliseconds(-5)}); });
+  f.expect(contains(negative, "options.finalize_timeout = -5 ms, must be >= 0"), "finalize_timeout -5 gave: " + negative);
+  // An environment made while MPI runs owns nothing: it neither finalizes nor aborts, even when
+  // destroyed during unwinding (the one that owns MPI decides).
+  try {
+    dcp::mpi::environment nested;
+    throw dcp::error("thrown past a nested environment");
+  } catch (const dcp::error&) {
+  }
+  int finalised = 1;
+  dcp::mpi::check(MPI_Finalized(&finalised), "MPI_Finalized");
+  f.expect(!finalised, "a nested environment finalized MPI");
 }
 
 void check_conformance(communicator& world, failures& f) {
@@ -255,42 +274,44 @@ void check_calibrated_step(communicator& world, failures& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dcp::mpi::environment env(&argc, &argv);
-  auto world = communicator::world();
-  failures f;
-  f.rank = world.rank();
-  if (world.size() != 4) {
-    if (f.rank == 0) std::cerr << "dcp_mpi_tests needs 4 ranks (mpiexec -n 4), got " << world.size() << std::endl;
-    return 1;
-  }
-
-  const std::pair<const char*, void (*)(communicator&, failures&)> checks[] = {
-      {"errors", [](communicator&, failures& fl) { check_errors(fl); }},
-      {"conformance", check_conformance},
-      {"ownership", check_ownership},
-      {"group_cache", check_group_cache},
-      {"agreement", check_agreement},
-      {"run_step", check_run_step},
-      {"calibrated_step", check_calibrated_step},
-  };
-  for (const auto& [name, check] : checks) {
-    try {
-      check(world, f);
-    } catch (const std::exception& e) {
-      // The other ranks may be inside a collective this rank will never reach: end the job.
-      std::cerr << "rank " << f.rank << ": " << name << " threw: " << e.what() << std::endl;
-      MPI_Abort(MPI_COMM_WORLD, 2);
+  // run: an exception out of a check, or a non-zero return, ends the whole job (MPI_Abort).
+  return dcp::mpi::environment::run(argc, argv, [] {
+    auto world = communicator::world();
+    failures f;
+    f.rank = world.rank();
+    if (world.size() != 4) {
+      if (f.rank == 0) std::cerr << "dcp_mpi_tests needs 4 ranks (mpiexec -n 4), got " << world.size() << std::endl;
+      return 1;
     }
-  }
 
-  std::ostringstream out;
-  for (const auto& line : f.lines) out << "FAILED " << line << '\n';
-  std::cerr << out.str() << std::flush;
+    const std::pair<const char*, void (*)(communicator&, failures&)> checks[] = {
+        {"errors", [](communicator&, failures& fl) { check_errors(fl); }},
+        {"conformance", check_conformance},
+        {"ownership", check_ownership},
+        {"group_cache", check_group_cache},
+        {"agreement", check_agreement},
+        {"run_step", check_run_step},
+        {"calibrated_step", check_calibrated_step},
+    };
+    for (const auto& [name, check] : checks) {
+      try {
+        check(world, f);
+      } catch (const std::exception&) {
+        // The other ranks may be inside a collective this rank will never reach: run aborts.
+        std::cerr << "rank " << f.rank << ": " << name << " threw" << std::endl;
+        throw;
+      }
+    }
 
-  int mine = f.lines.empty() ? 0 : 1;
-  int any = 0;
-  dcp::mpi::check(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-  if (f.rank == 0)
-    std::cout << (any ? "mpi tests FAILED" : "mpi tests passed") << " on " << world.size() << " ranks" << std::endl;
-  return any ? 1 : 0;
+    std::ostringstream out;
+    for (const auto& line : f.lines) out << "FAILED " << line << '\n';
+    std::cerr << out.str() << std::flush;
+
+    int mine = f.lines.empty() ? 0 : 1;
+    int any = 0;
+    dcp::mpi::check(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (f.rank == 0)
+      std::cout << (any ? "mpi tests FAILED" : "mpi tests passed") << " on " << world.size() << " ranks" << std::endl;
+    return any ? 1 : 0;
+  });
 }
