@@ -1,6 +1,6 @@
 # Installs only the `dcp` install component into PREFIX and checks that the headers it holds are
 # exactly the library's: every file under <source>/include/dcp/ except the adapters' folders,
-# and nothing of the lab (sim/include/). Run by CTest as integration.install_library_only.
+# and nothing of the lab (sim/include/). Run by CTest as integration.finding_03_install_library_only.
 file(REMOVE_RECURSE "${PREFIX}")
 execute_process(
   COMMAND "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${PREFIX}" --config "${CONFIG}"

@@ -1,0 +1,16 @@
+# Reads the installed export of the library (dcp-dcp-targets.cmake) and fails if dcp::dcp or
+# dcp::default_scheduler links anything but each other: the library needs nothing beyond C++20.
+file(READ "${TARGETS_FILE}" text)
+string(REGEX MATCHALL "INTERFACE_LINK_LIBRARIES \"[^\"]*\"" links "${text}")
+foreach(link IN LISTS links)
+  string(REGEX REPLACE "INTERFACE_LINK_LIBRARIES \"([^\"]*)\"" "\\1" value "${link}")
+  foreach(item IN LISTS value)
+    if(NOT item STREQUAL "dcp::dcp")
+      message(FATAL_ERROR "the library's export links '${item}'; dcp::dcp must need no dependency")
+    endif()
+  endforeach()
+endforeach()
+if(text MATCHES "find_dependency|range-v3")
+  message(FATAL_ERROR "the library's export names a dependency")
+endif()
+message(STATUS "dcp::dcp and dcp::default_scheduler link nothing outside dcp")
