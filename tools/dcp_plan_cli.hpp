@@ -25,7 +25,7 @@
 #include "dcp/spec/training.hpp"
 #include "cli_common.hpp"
 
-namespace dcp::tool {
+namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
 
 enum class recompute_choice : std::uint8_t { none, full, selective, pyramid };
@@ -97,7 +97,7 @@ Options (defaults in brackets):
   --headroom-gib X       memory kept free per GPU, GiB  [10 % of the GPU]
   --sp STYLE             ulysses | ring  [ulysses]
   --recompute R          none | full | selective | pyramid  [pyramid]
-  --bucketing B          varlen | log2 | padding-optimal:K  [varlen]
+  --bucketing B          varlen | log2 | padding-optimal:K (K in 1..4096)  [varlen]
   --placement P          balanced | best-static | static:D  [balanced]
   --tokens N             tokens of the default batch  [1000000]
   --context N            context length: longer samples are split into chunks  [65536]
@@ -205,8 +205,9 @@ inline plan_options parse_arguments(std::span<const std::string_view> args) {
         o.bucketing = bucketing_choice::log2;
       else if (value.starts_with(padding)) {
         o.bucketing = bucketing_choice::padding_optimal;
-        o.padding_buckets = detail::parse_integer<std::int32_t>("--bucketing padding-optimal:K",
-                                                                value.substr(padding.size()), 1);
+        o.padding_buckets = detail::parse_integer<std::int32_t>(
+            "--bucketing padding-optimal:K", value.substr(padding.size()), 1,
+            padding_optimal_buckets::max_buckets);
       } else {
         detail::bad_choice(flag, value, "varlen, log2 or padding-optimal:K");
       }

@@ -12,7 +12,7 @@
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/training.hpp"
 
-namespace dcp::tool {
+namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
 struct sim_options_cli {
   std::string model = "llama3-8b";

@@ -2,20 +2,102 @@
 // named Finding.<NN>_<slug>.<what_it_checks>.
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <new>
+#include <optional>
 #include <sstream>
+#include <streambuf>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include "dcp/bucketing/padding_optimal.hpp"
+#include "dcp/dcp.hpp"
 #include "dcp/error.hpp"
+#include "dcp/plan/json.hpp"
+#include "dcp/plan/json_reader.hpp"
+#include "dcp/plan/match_batch.hpp"
 #include "dcp/workload/loaders.hpp"
 #include "support/errors.hpp"
+
+#include "../../tools/dcp_plan_main.hpp"
+#include "../../tools/dcp_sim_main.hpp"
 
 namespace w = dcp::workload;
 using dcp::test::contains;
 using dcp::test::message_of;
+
+namespace {
+
+/// A file in the temporary folder, removed when the test ends.
+class temp_file {
+ public:
+  temp_file(const std::string& name, const std::string& text)
+      : path_(std::filesystem::temp_directory_path() / ("dcp_reliability_tools_" + name)) {
+    std::ofstream(path_, std::ios::binary) << text;
+  }
+  ~temp_file() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  temp_file(const temp_file&) = delete;
+  temp_file& operator=(const temp_file&) = delete;
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// What a tool run in-process returned and wrote.
+struct tool_run {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+tool_run run_sim(std::initializer_list<std::string_view> args) {
+  std::ostringstream out, err;
+  const std::vector<std::string_view> list(args);
+  const int status = dcp::tool::sim_main(list, out, err);
+  return {status, out.str(), err.str()};
+}
+
+tool_run run_plan(std::initializer_list<std::string_view> args, const std::string& input = "") {
+  std::istringstream in(input);
+  std::ostringstream out, err;
+  const std::vector<std::string_view> list(args);
+  const int status = dcp::tool::plan_main(list, in, out, err);
+  return {status, out.str(), err.str()};
+}
+
+/// A stream whose every write fails, like stdout redirected to /dev/full.
+class failing_buffer : public std::streambuf {
+ protected:
+  int_type overflow(int_type) override { return traits_type::eof(); }
+  std::streamsize xsputn(const char*, std::streamsize) override { return 0; }
+};
+
+std::string lengths_text(std::initializer_list<int> lengths) {
+  std::string text;
+  for (const int n : lengths) text += std::to_string(n) + "\n";
+  return text;
+}
+
+std::string usage_message(std::initializer_list<std::string_view> args) {
+  try {
+    const std::vector<std::string_view> list(args);
+    (void)dcp::tool::parse_sim_arguments(list);
+  } catch (const dcp::tool::usage_error& e) {
+    return e.what();
+  }
+  return "(no usage_error)";
+}
+
+}  // namespace
 
 // ---- 06: linear-time loaders ----------------------------------------------------------------
 
@@ -73,4 +155,279 @@ TEST_CASE("Finding.06_linear_loaders.one_byte_blocks_give_the_same_lines") {
   CHECK(lines[1] == std::pair<std::int64_t, std::size_t>{2, 1'000'002});
   CHECK(lines[2] == std::pair<std::int64_t, std::size_t>{3, 0});
   CHECK(lines[3] == std::pair<std::int64_t, std::size_t>{4, 1});
+}
+
+// ---- 10: a plan is checked against its batch ------------------------------------------------
+
+namespace {
+
+std::vector<dcp::sample> text_batch(const std::vector<std::int64_t>& lengths) {
+  std::vector<dcp::sample> batch;
+  for (std::size_t i = 0; i < lengths.size(); ++i) batch.push_back(dcp::text_sample(i, lengths[i]));
+  return batch;
+}
+
+// The example of docs/plan-format.md: on 16 H100 the longest samples get micro-steps of their own.
+const std::vector<std::int64_t> some_lengths = {98304, 16384, 8000, 4000, 3000, 2000, 1000, 1000,
+                                                800,   600,   500,  500,  400,  300,  200,  100};
+
+dcp::analytic_cost_model two_h100_nodes() {
+  return dcp::analytic_cost_model(dcp::models::llama3_8b(), dcp::hgx_cluster(2, dcp::gpus::h100_sxm()));
+}
+
+}  // namespace
+
+TEST_CASE("Finding.10_plan_matches_batch.a_plan_for_the_reversed_batch_is_refused") {
+  const auto cost = two_h100_nodes();
+  const auto batch = text_batch(some_lengths);
+  const auto text = dcp::to_json(dcp::DataCentricScheduler<>(cost).plan(batch));
+  const auto plan = dcp::read_plan_json(text, "p.json");
+  const auto stated = dcp::read_stated_tokens(text, "p.json");
+  REQUIRE(stated.size() == plan.micro_steps.size());
+
+  // The plan's own batch, in any order, passes.
+  auto shuffled = batch;
+  std::reverse(shuffled.begin(), shuffled.end());
+  CHECK_NOTHROW(dcp::check_plan_matches_batch(plan, stated, shuffled));
+
+  // The same ids with the lengths reversed: every id is there, the tokens are not.
+  auto reversed_lengths = some_lengths;
+  std::reverse(reversed_lengths.begin(), reversed_lengths.end());
+  const auto reversed = text_batch(reversed_lengths);
+  const auto message =
+      message_of([&] { dcp::check_plan_matches_batch(plan, stated, reversed, "plan 'p.json'"); });
+  CAPTURE(message);
+  CHECK(contains(message, "plan 'p.json' was not made for this batch"));
+  CHECK(contains(message, "micro-steps state other tokens than their samples have in the batch"));
+  CHECK(contains(message, "micro_steps[0] (sample 0): 98304 tokens in the plan, 100 in the batch"));
+  CHECK(contains(message, " of " + std::to_string(plan.micro_steps.size()) + " micro-steps"));
+  CHECK_THROWS_AS(dcp::check_plan_matches_batch(plan, stated, reversed), dcp::invalid_plan);
+}
+
+TEST_CASE("Finding.10_plan_matches_batch.ids_on_either_side_only_are_counted") {
+  const auto cost = two_h100_nodes();
+  const auto batch = text_batch(some_lengths);
+  const auto text = dcp::to_json(dcp::DataCentricScheduler<>(cost).plan(batch));
+  const auto plan = dcp::read_plan_json(text, "p.json");
+  const auto stated = dcp::read_stated_tokens(text, "p.json");
+  // Ids shifted by 100: no plan id is in the batch, no batch id in the plan.
+  auto other = batch;
+  for (auto& s : other) s.id += 100;
+  const auto message = message_of([&] { dcp::check_plan_matches_batch(plan, stated, other); });
+  CAPTURE(message);
+  CHECK(contains(message, "16 sample ids of the plan not in the batch ("));
+  CHECK(contains(message, ", ... (16 in all)"));
+  CHECK(contains(message, "16 of the batch's 16 samples in no micro-step (100, 101, 102, 103, 104, ... (16 in all))"));
+  // Without stated tokens (an older or hand-written plan) only the ids are compared.
+  const std::vector<std::optional<std::int64_t>> none;
+  auto reversed_lengths = some_lengths;
+  std::reverse(reversed_lengths.begin(), reversed_lengths.end());
+  CHECK_NOTHROW(dcp::check_plan_matches_batch(plan, none, text_batch(reversed_lengths)));
+}
+
+TEST_CASE("Finding.10_plan_matches_batch.dcp_sim_plan_refuses_a_plan_for_another_batch") {
+  std::string forward, backward;
+  for (const auto n : some_lengths) forward += std::to_string(n) + "\n";
+  for (auto it = some_lengths.rbegin(); it != some_lengths.rend(); ++it)
+    backward += std::to_string(*it) + "\n";
+  const temp_file lengths("forward.txt", forward);
+  const temp_file reversed("backward.txt", backward);
+  const auto planned = run_plan({"--json", "--gpus", "16", "--gpu", "h100", lengths.path()});
+  REQUIRE(planned.status == 0);
+  const temp_file plan("plan.json", planned.out);
+
+  const auto same = run_sim({"--file", lengths.path(), "--plan", plan.path(), "--nodes", "2",
+                             "--gpu", "h100", "--policies", "dcp"});
+  CAPTURE(same.err);
+  CHECK(same.status == 0);
+  CHECK(contains(same.out, "external"));
+
+  const auto other = run_sim({"--file", reversed.path(), "--plan", plan.path(), "--nodes", "2",
+                              "--gpu", "h100", "--policies", "dcp"});
+  CAPTURE(other.err);
+  CHECK(other.status == 1);
+  CHECK(other.out.empty());
+  CHECK(contains(other.err, "is for another batch than '" + reversed.path() + "'"));
+  CHECK(contains(other.err, "micro_steps[0] (sample 0): 98304 tokens in the plan, 100 in the batch"));
+}
+
+// ---- 11: tools ------------------------------------------------------------------------------
+
+TEST_CASE("Finding.11_tools.dcp_sim_refuses_an_empty_file_like_dcp_plan") {
+  const temp_file empty("empty.txt", "# only a comment\n\n");
+  const auto sim = run_sim({"--file", empty.path(), "--nodes", "1", "--policies", "dcp"});
+  CHECK(sim.status == 1);
+  CHECK(contains(sim.err, empty.path() + ": no sample lengths (expected one positive integer per line)"));
+  CHECK(sim.out.empty());
+  const auto plan = run_plan({empty.path()});
+  CHECK(plan.status == 1);
+  CHECK(contains(plan.err, empty.path() + ": no sample lengths (expected one positive integer per line)"));
+  const temp_file csv("empty.csv", "frames,height,width\n");
+  const auto video = run_sim({"--file", csv.path(), "--video-csv", "--model", "stdit3-xl"});
+  CHECK(video.status == 1);
+  CHECK(contains(video.err, csv.path() + ": no video samples"));
+}
+
+TEST_CASE("Finding.11_tools.an_unwritable_stdout_is_an_error_in_both_tools") {
+  failing_buffer buffer;
+  std::ostream full(&buffer);
+  std::ostringstream err;
+  const std::vector<std::string_view> help = {"--help"};
+  CHECK(dcp::tool::sim_main(help, full, err) == 1);
+  CHECK(contains(err.str(), "dcp-sim: cannot write to standard output"));
+
+  const temp_file lengths("write.txt", lengths_text({3000, 2000, 100}));
+  const std::string path = lengths.path();
+  const std::vector<std::string_view> sim_args = {"--file", path, "--nodes", "1",
+                                                  "--policies", "dcp", "--steps", "1"};
+  std::ostream full_again(&buffer);
+  err.str("");
+  CHECK(dcp::tool::sim_main(sim_args, full_again, err) == 1);
+  CAPTURE(err.str());
+  CHECK(contains(err.str(), "dcp-sim: cannot write to standard output"));
+
+  std::istringstream in;
+  std::ostream full_plan(&buffer);
+  err.str("");
+  const std::vector<std::string_view> plan_args = {"--gpus", "8", path};
+  CHECK(dcp::tool::plan_main(plan_args, in, full_plan, err) == 1);
+  CAPTURE(err.str());
+  CHECK(contains(err.str(), "dcp-plan: cannot write to standard output"));
+}
+
+TEST_CASE("Finding.11_tools.control_bytes_from_input_files_are_escaped") {
+  CHECK(dcp::tool::printable("a\x1b[31mb\x7f\tc") == "a\\x1b[31mb\\x7f\\x09c");
+  const temp_file bad("control.txt", "100\n12\x1b[2J\n");
+  const auto sim = run_sim({"--file", bad.path(), "--nodes", "1", "--policies", "dcp"});
+  CAPTURE(sim.err);
+  CHECK(sim.status == 1);
+  CHECK(sim.err.find('\x1b') == std::string::npos);
+  CHECK(contains(sim.err, ":2: '12\\x1b[2J' is not a positive integer"));
+  const auto plan = run_plan({bad.path()});
+  CHECK(plan.err.find('\x1b') == std::string::npos);
+  CHECK(contains(plan.err, ":2: '12\\x1b[2J' is not a positive integer"));
+}
+
+TEST_CASE("Finding.11_tools.dcp_sim_reports_out_of_memory_and_guards_huge_splits") {
+  std::ostringstream err;
+  const int status = dcp::tool::run_tool("dcp-sim", err, []() -> int { throw std::bad_alloc(); });
+  CHECK(status == 1);
+  CHECK(contains(err.str(), "dcp-sim: out of memory"));
+  // A split into more samples than the tools accept is refused before allocating them.
+  const temp_file huge("huge.txt", "1000000000\n");
+  const auto sim = run_sim({"--file", huge.path(), "--context", "1", "--nodes", "1"});
+  CHECK(sim.status == 2);
+  CHECK(contains(sim.err, "--context = 1 would cut the batch into more than 20000000 samples"));
+  const auto drawn = run_sim({"--tokens", "1000000000", "--context", "1"});
+  CHECK(drawn.status == 2);
+  CHECK(contains(drawn.err, "--context = 1 would cut 1000000000 tokens into more than 20000000 samples"));
+}
+
+TEST_CASE("Finding.11_tools.padding_optimal_bounds_K_and_its_table") {
+  using dcp::padding_optimal_buckets;
+  const auto big = message_of([] { (void)padding_optimal_buckets(1'000'000); });
+  CHECK(contains(big, "buckets (K) = 1000000, must be in [1, 4096]"));
+  CHECK_THROWS_AS((void)padding_optimal_buckets(0), dcp::invalid_spec);
+  CHECK_NOTHROW((void)padding_optimal_buckets(padding_optimal_buckets::max_buckets));
+
+  // 40,000 distinct lengths: K = 4096 would need 1.6 x 10^8 split points; refused, naming K,
+  // the lengths and the limit.
+  std::vector<dcp::sample> batch;
+  for (std::uint64_t i = 0; i < 40'000; ++i) batch.push_back(dcp::text_sample(i, static_cast<std::int64_t>(i) + 1));
+  const auto table = message_of([&] { (void)padding_optimal_buckets(4096).assign(batch); });
+  CAPTURE(table);
+  CHECK(contains(table, "buckets (K) = 4096 over 40000 distinct lengths"));
+  CHECK(contains(table, "limit 67108864; use K <= 1677"));
+  // K at least the distinct lengths: every length its own bucket, no table at all.
+  std::vector<dcp::sample> few;
+  for (std::uint64_t i = 0; i < 300; ++i) few.push_back(dcp::text_sample(i, static_cast<std::int64_t>(i % 50) * 7 + 1));
+  const auto bounds = padding_optimal_buckets(4096).boundaries(few);
+  CHECK(bounds.size() == 50);
+  CHECK(bounds == padding_optimal_buckets(50).boundaries(few));
+
+  // The command line stops it first.
+  const std::vector<std::string_view> args = {"--bucketing", "padding-optimal:1000000"};
+  std::string message;
+  try {
+    (void)dcp::tool::parse_arguments(args);
+  } catch (const dcp::tool::usage_error& e) {
+    message = e.what();
+  }
+  CHECK(contains(message, "--bucketing padding-optimal:K = 1000000, must be in [1, 4096]"));
+}
+
+TEST_CASE("Finding.11_tools.seed_beyond_64_bits_is_out_of_range") {
+  const auto message = usage_message({"--seed", "18446744073709551616"});
+  CHECK(contains(message, "--seed = 18446744073709551616 is out of range, must be in [0, 18446744073709551615]"));
+  CHECK(contains(usage_message({"--seed", "-1"}), "--seed = -1 is out of range, must be in [0, 18446744073709551615]"));
+  CHECK(dcp::tool::parse_sim_arguments(std::vector<std::string_view>{"--seed", "18446744073709551615"}).seed ==
+        18446744073709551615ull);
+  const auto plan = run_plan({"--seed", "18446744073709551616"});
+  CHECK(plan.status == 2);
+  CHECK(contains(plan.err, "is out of range, must be in [0, 18446744073709551615]"));
+  // In the type's range but outside the flag's: the limit, as before.
+  CHECK(contains(usage_message({"--steps", "0"}), "--steps = 0, must be in [1, 100000]"));
+  CHECK(contains(usage_message({"--steps", "99999999999999999999"}), "--steps = 99999999999999999999 is out of range, must be in [1, 100000]"));
+}
+
+namespace {
+
+/// Splits a table line at runs of two or more blanks: the cells, if no two ran together.
+std::vector<std::string> cells_of(const std::string& line) {
+  std::vector<std::string> cells;
+  std::size_t at = line.find_first_not_of(' ');
+  while (at != std::string::npos) {
+    auto end = line.find("  ", at);
+    cells.push_back(line.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    at = end == std::string::npos ? end : line.find_first_not_of(' ', end);
+  }
+  return cells;
+}
+
+}  // namespace
+
+TEST_CASE("Finding.11_tools.summary_tables_size_columns_to_content") {
+  // dcp-sim's table with the figures of a run at 10^6 samples.
+  dcp::evaluation::scenario sc;
+  sc.name = "big";
+  sc.model = dcp::models::llama3_8b();
+  sc.cluster = dcp::hgx_cluster(128, dcp::gpus::h200_sxm());
+  dcp::evaluation::scenario_result r;
+  r.name = "big";
+  dcp::evaluation::policy_result p;
+  p.name = "megatron-dcp";
+  p.steps.resize(1);
+  p.steps[0].tokens = 1'000'000'000'000;
+  p.median_step_s = 123456.789;
+  p.tokens_per_s = 12'345'678'901'234.0;
+  p.speedup_vs_best_static = 1234.5;
+  p.speedup_vs_paper_baseline = 12345.6;
+  p.gap_to_bound = 1234.5;
+  p.idle_fraction = 0.5;
+  p.peak_bytes = 1e15;
+  p.oom_events = 1'000'000;
+  p.planning_ms = 123'456'789.0;
+  r.policies.push_back(p);
+  std::ostringstream os;
+  dcp::tool::sim_detail::print_table(os, sc, r);
+  std::istringstream lines(os.str());
+  std::string header, row;
+  std::getline(lines, header);  // "scenario ..."
+  std::getline(lines, header);
+  std::getline(lines, row);
+  CAPTURE(os.str());
+  CHECK(cells_of(header).size() == 10);
+  CHECK(cells_of(row).size() == 10);
+
+  // dcp-plan's degree table with 10^6 samples and 10^12 tokens in one degree.
+  dcp::tool::text_table table({"degree", "micro-steps", "samples", "tokens"}, {});
+  table.add_row({"1", "999,999", "1,000,000", "1,000,000,000,000"});
+  table.add_row({"2048", "1", "1", "1"});
+  std::ostringstream plan_table;
+  table.print(plan_table, "   ");
+  std::istringstream plan_lines(plan_table.str());
+  for (std::string line; std::getline(plan_lines, line);) {
+    CAPTURE(line);
+    CHECK(cells_of(line).size() == 4);
+  }
 }

@@ -2,7 +2,10 @@
 // Padding-optimal buckets: split the sorted lengths into at most k contiguous buckets so that
 // padding every sample to its bucket's longest wastes the fewest tokens. Dynamic programming
 // over the distinct sorted lengths; the padding cost obeys the quadrangle inequality, so each
-// layer is solved by divide and conquer in O(n log n) (k layers: O(k n log n)).
+// layer is solved by divide and conquer in O(n log n) (k layers: O(k n log n)). The table of
+// split points holds k x n entries, so both are bounded: k <= max_buckets, and k x n entries
+// <= max_split_entries (else invalid_spec naming k, n and the limit); k >= n needs no table
+// (every distinct length its own bucket pads nothing).
 
 #include <algorithm>
 #include <cstdint>
@@ -19,10 +22,15 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 class padding_optimal_buckets {
 public:
+  /// More buckets than this is a typo: no batch is usefully cut into more.
+  static constexpr std::int32_t max_buckets = 4096;
+  /// Entries of the split table (k x distinct lengths, 4 bytes each: 256 MiB).
+  static constexpr std::int64_t max_split_entries = std::int64_t{1} << 26;
+
   explicit padding_optimal_buckets(std::int32_t buckets) : buckets_(buckets) {
-    if (buckets < 1)
-      throw invalid_spec("padding_optimal_buckets: buckets = " + std::to_string(buckets) +
-                         ", must be >= 1");
+    if (buckets < 1 || buckets > max_buckets)
+      throw invalid_spec("padding_optimal_buckets: buckets (K) = " + std::to_string(buckets) +
+                         ", must be in [1, " + std::to_string(max_buckets) + "]");
   }
 
   /// Upper bounds (inclusive) of the chosen buckets for these lengths, ascending.
@@ -46,6 +54,14 @@ public:
     }
     const auto n = static_cast<std::int64_t>(value.size());
     if (n == 0) return {};
+    // As many buckets as distinct lengths: each its own, no padding (what the DP would find).
+    if (buckets_ >= n) return value;
+    if (static_cast<std::int64_t>(buckets_) * (n + 1) > max_split_entries)
+      throw invalid_spec("padding_optimal_buckets: buckets (K) = " + std::to_string(buckets_) +
+                         " over " + std::to_string(n) + " distinct lengths needs a table of " +
+                         std::to_string(static_cast<std::int64_t>(buckets_) * (n + 1)) +
+                         " split points, limit " + std::to_string(max_split_entries) +
+                         "; use K <= " + std::to_string(max_split_entries / (n + 1)));
     // cost(a, b): padding of distinct values a..b-1 to value[b-1].
     auto cost = [&](std::int64_t a, std::int64_t b) {
       const double c = count_prefix[static_cast<std::size_t>(b)] - count_prefix[static_cast<std::size_t>(a)];
@@ -56,8 +72,9 @@ public:
     constexpr double inf = std::numeric_limits<double>::infinity();
     const auto width = static_cast<std::size_t>(n + 1);
     std::vector<double> previous(width, inf), current(width, inf);
-    std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(k),
-                                                 std::vector<std::int64_t>(width, 0));
+    // int32: n < max_split_entries < 2^31 here.
+    std::vector<std::vector<std::int32_t>> split(static_cast<std::size_t>(k),
+                                                 std::vector<std::int32_t>(width, 0));
     previous[0] = 0.0;
     for (std::int64_t layer = 0; layer < k; ++layer) {
       std::fill(current.begin(), current.end(), inf);
@@ -77,7 +94,7 @@ public:
           }
         }
         current[static_cast<std::size_t>(mid)] = best;
-        layer_split[static_cast<std::size_t>(mid)] = best_at;
+        layer_split[static_cast<std::size_t>(mid)] = static_cast<std::int32_t>(best_at);
         self(self, lo, mid - 1, opt_lo, best_at);
         self(self, mid + 1, hi, best_at, opt_hi);
       };

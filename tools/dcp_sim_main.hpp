@@ -1,0 +1,336 @@
+#pragma once
+// dcp-sim as a function: sim_main(args, out, err) is the whole program (tools/dcp_sim.cpp calls
+// it with std::cout and std::cerr), so that tests run it in-process on any stream.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dcp/baselines/baselines.hpp"
+#include "dcp/dcp.hpp"
+#include "dcp/evaluation/compare.hpp"
+#include "dcp/evaluation/svg.hpp"
+#include "dcp/plan/json.hpp"
+#include "dcp/plan/json_reader.hpp"
+#include "dcp/plan/match_batch.hpp"
+#include "dcp/workload/batch.hpp"
+#include "dcp/workload/length_distribution.hpp"
+#include "dcp/workload/loaders.hpp"
+#include "dcp/workload/video_mix.hpp"
+#include "cli_common.hpp"
+#include "dcp_sim_cli.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE::tool {
+
+namespace sim_detail {
+
+/// The policies every scenario is run with, planning with the analytic cost model.
+inline std::vector<evaluation::policy_entry> make_policies(const evaluation::scenario& sc,
+                                                    const std::vector<std::string>& wanted) {
+  const auto cost = std::make_shared<analytic_cost_model>(sc.model, sc.cluster, sc.training);
+  std::vector<evaluation::policy_entry> all;
+  auto add = [&](std::string name, auto scheduler) {
+    auto shared = std::make_shared<decltype(scheduler)>(std::move(scheduler));
+    all.push_back({std::move(name), [shared](std::span<const sample> batch) { return shared->plan(batch); }});
+  };
+  using cost_t = analytic_cost_model;
+  add("dcp", DataCentricScheduler<>(*cost));
+  add("static", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, best_static_placement>(*cost));
+  add("paper-baseline",
+      DataCentricScheduler<cost_t, video_buckets, pyramid_recompute, baselines::paper_baseline>(*cost));
+  // Every peer gets the same recompute strategy as ours where it takes one (VideoSys and the
+  // paper baseline choose their own), and the bucketing its algorithm expects.
+  add("megatron-dcp",
+      DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::megatron_dynamic_cp>(*cost));
+  add("videosys-dcp",
+      DataCentricScheduler<cost_t, video_buckets, pyramid_recompute, baselines::videosys_dcp>(*cost));
+  add("flexsp", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::flexsp_like>(*cost));
+  add("verl", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::verl_balanced_dp>(*cost));
+  add("wlb-llm", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::wlb_llm>(*cost));
+  {
+    // Ours with online calibration: plans with calibrated<analytic_cost_model>, refitted after
+    // every step from what its micro-steps measured on the simulated hardware. Last, so that
+    // the other policies keep their noise seeds (the seed mixes in the policy's index).
+    using calibrating = DataCentricScheduler<calibrated<cost_t>>;
+    const auto shared = std::make_shared<calibrating>(calibrated<cost_t>(*cost));
+    all.push_back({"dcp-calibrated", [shared](std::span<const sample> batch) { return shared->plan(batch); },
+                   [shared](std::span<const observation> measured) {
+                     auto model = shared->cost();
+                     model.observe(measured);
+                     shared->set_cost(std::move(model));
+                   }});
+  }
+  if (wanted.empty()) return all;
+  std::vector<evaluation::policy_entry> chosen;
+  for (const auto& name : wanted) {
+    bool found = false;
+    for (const auto& p : all)
+      if (p.name == name) {
+        chosen.push_back(p);
+        found = true;
+      }
+    if (!found) throw usage_error("--policies: unknown policy '" + name + "'");
+  }
+  return chosen;
+}
+
+/// Draws each step's batch for a workload name (or from a file, the same every step).
+inline std::function<std::vector<sample>(std::uint64_t)> make_draw(const sim_options_cli& o,
+                                                            const std::string& workload) {
+  const auto tokens = o.tokens;
+  const auto context = o.context;
+  auto text = [tokens, context](auto distribution) {
+    return [distribution, tokens, context](std::uint64_t seed) {
+      const auto documents = workload::draw_batch(distribution, tokens, seed);
+      return workload::split_to_context(documents, context).samples;
+    };
+  };
+  if (workload == "wikipedia") return text(workload::wikipedia());
+  if (workload == "megatron") return text(workload::megatron_mock());
+  if (workload == "long-sft") return text(workload::llama3_long_sft());
+  if (workload == "long-context") return text(workload::long_context_corpus());
+  if (workload == "opensora") {
+    const auto mix = workload::opensora_video_mix::videosys_benchmark();
+    return [mix, tokens](std::uint64_t seed) { return workload::draw_batch(mix, tokens, seed); };
+  }
+  throw usage_error("--workload: unknown workload '" + workload + "'");
+}
+
+inline std::vector<evaluation::scenario> make_scenarios(const sim_options_cli& o) {
+  std::vector<evaluation::scenario> out;
+  auto base = [&](std::string name, model_spec model, std::string workload, std::int64_t tokens) {
+    evaluation::scenario sc;
+    sc.name = std::move(name);
+    sc.model = std::move(model);
+    sc.cluster = sim_cluster_of(o);
+    sc.training = sim_training_of(o);
+    auto copy = o;
+    copy.tokens = tokens;
+    sc.draw = make_draw(copy, workload);
+    sc.steps = o.steps;
+    sc.seed = o.seed;
+    return sc;
+  };
+  if (o.file) {
+    std::ifstream in(*o.file);
+    if (!in) throw dcp::error("cannot open '" + *o.file + "'");
+    auto samples = o.video_csv ? workload::read_video_csv(in, *o.file) : workload::read_lengths(in, *o.file);
+    if (samples.empty()) throw_no_samples(*o.file, o.video_csv);
+    if (!o.video_csv && o.context_given) {
+      check_split_count(samples, o.context);
+      samples = workload::split_to_context(samples, o.context).samples;
+    }
+    auto sc = base(std::filesystem::path(*o.file).filename().string(), model_named(o.model), "wikipedia", 1);
+    sc.draw = [samples](std::uint64_t) { return samples; };
+    out.push_back(std::move(sc));
+    return out;
+  }
+  check_split_count(std::max(o.tokens, o.video_tokens), o.context);
+  if (o.model_given || o.workload_given) {
+    const auto model = model_named(o.model);
+    const std::string workload = o.workload_given ? o.workload
+                                 : model.family == model_family::diffusion_transformer ? "opensora"
+                                                                                       : "wikipedia";
+    out.push_back(base(o.model + "/" + workload, model, workload, o.tokens));
+    return out;
+  }
+  out.push_back(base("llama3-8b/wikipedia/64k", models::llama3_8b(), "wikipedia", o.tokens));
+  out.push_back(base("stdit3-xl/opensora", models::stdit3_xl(), "opensora", o.video_tokens));
+  return out;
+}
+
+/// A progress bar on stderr, shown only on a terminal and only once a run passes 2 seconds.
+class progress_bar {
+public:
+  explicit progress_bar(std::string label) : label_(std::move(label)), tty_(isatty(2) != 0) {}
+  void operator()(std::int64_t done, std::int64_t total) {
+    if (!tty_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed < 2.0 && done < total) return;
+    const int width = 30;
+    const int filled = static_cast<int>(width * done / std::max<std::int64_t>(total, 1));
+    std::fprintf(stderr, "\r%-28s [%s%s] %3d%%  %.0f s", label_.c_str(), std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                 std::string(static_cast<std::size_t>(width - filled), ' ').c_str(),
+                 static_cast<int>(100 * done / std::max<std::int64_t>(total, 1)), elapsed);
+    shown_ = true;
+    if (done == total) std::fprintf(stderr, "\n");
+  }
+
+private:
+  std::string label_;
+  bool tty_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+inline std::string gib_text(double bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1) << bytes / gib << " GiB";
+  return os.str();
+}
+
+inline void print_table(std::ostream& os, const evaluation::scenario& sc, const evaluation::scenario_result& r) {
+  std::int64_t tokens = 0;
+  for (const auto& p : r.policies)
+    for (const auto& s : p.steps) tokens += s.tokens;
+  const auto steps = r.policies.empty() ? 0 : static_cast<std::int64_t>(r.policies[0].steps.size());
+  os << "scenario " << printable(r.name) << ": " << sc.model.name << " on " << sc.cluster.gpus << " x "
+     << sc.cluster.gpu.name << ", " << steps << " steps, ~"
+     << (steps > 0 ? tokens / std::max<std::int64_t>(steps * static_cast<std::int64_t>(r.policies.size()), 1) : 0)
+     << " tokens per step\n";
+  using align = text_table::align;
+  text_table table({"policy", "median step", "tokens/s", "vs static", "vs paper", "gap", "idle",
+                    "peak mem", "OOM", "planning"},
+                   {align::left});
+  for (const auto& p : r.policies) {
+    std::ostringstream step, rate, vs_static, vs_paper, gap, idle, planning;
+    step << std::fixed << std::setprecision(3) << p.median_step_s << " s";
+    rate << std::fixed << std::setprecision(0) << p.tokens_per_s;
+    vs_static << std::fixed << std::setprecision(2) << p.speedup_vs_best_static << "x";
+    vs_paper << std::fixed << std::setprecision(2) << p.speedup_vs_paper_baseline << "x";
+    gap << std::fixed << std::setprecision(1) << 100 * p.gap_to_bound << " %";
+    idle << std::fixed << std::setprecision(1) << 100 * p.idle_fraction << " %";
+    planning << std::fixed << std::setprecision(1) << p.planning_ms << " ms";
+    table.add_row({printable(p.name), step.str(), rate.str(), vs_static.str(), vs_paper.str(), gap.str(),
+                   idle.str(), gib_text(p.peak_bytes), std::to_string(p.oom_events), planning.str()});
+  }
+  table.print(os);
+  os << std::fixed << std::setprecision(2) << "truth-model ceiling: no plan beats the paper baseline by more than "
+     << r.paper_baseline_ceiling << "x, or the best static layout by more than " << r.best_static_ceiling
+     << "x, on these batches\n\n";
+  os.unsetf(std::ios::floatfield);
+}
+
+inline void write_results_json(std::ostream& os, const std::vector<evaluation::scenario>& scenarios,
+                const std::vector<evaluation::scenario_result>& results) {
+  auto string = [](std::string_view text) {
+    std::ostringstream s;
+    dcp::detail::write_json_string(s, text);
+    return s.str();
+  };
+  auto number = [](double v) {
+    std::ostringstream s;
+    s << std::setprecision(17) << v;
+    return s.str();
+  };
+  os << "{\"scenarios\":[";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    os << (i ? "," : "") << "\n {\"name\":" << string(r.name) << ",\"model\":" << string(scenarios[i].model.name)
+       << ",\"gpus\":" << r.gpus << ",\"gpu\":" << string(scenarios[i].cluster.gpu.name)
+       << ",\"paper_baseline_ceiling\":" << number(r.paper_baseline_ceiling)
+       << ",\"best_static_ceiling\":" << number(r.best_static_ceiling) << ",\"policies\":[";
+    for (std::size_t k = 0; k < r.policies.size(); ++k) {
+      const auto& p = r.policies[k];
+      os << (k ? "," : "") << "\n  {\"name\":" << string(p.name) << ",\"median_step_s\":" << number(p.median_step_s)
+         << ",\"tokens_per_s\":" << number(p.tokens_per_s)
+         << ",\"speedup_vs_best_static\":" << number(p.speedup_vs_best_static)
+         << ",\"speedup_vs_paper_baseline\":" << number(p.speedup_vs_paper_baseline)
+         << ",\"gap_to_bound\":" << number(p.gap_to_bound) << ",\"idle_fraction\":" << number(p.idle_fraction)
+         << ",\"peak_bytes\":" << number(p.peak_bytes) << ",\"oom_events\":" << p.oom_events
+         << ",\"planning_ms\":" << number(p.planning_ms) << ",\"prediction_error\":" << number(p.prediction_error)
+         << ",\"steps\":" << p.steps.size() << "}";
+    }
+    os << "]}";
+  }
+  os << "\n]}\n";
+}
+
+inline void write_figures(const std::filesystem::path& dir, const evaluation::scenario_result& r) {
+  std::filesystem::create_directories(dir);
+  std::string stem = r.name;
+  for (auto& c : stem)
+    if (c == '/') c = '_';
+  auto save = [&](const std::string& name, const std::string& svg) {
+    std::ofstream out(dir / (stem + "-" + name + ".svg"));
+    out << svg;
+    if (!out) throw dcp::error("cannot write " + (dir / (stem + "-" + name + ".svg")).string());
+  };
+  std::vector<std::pair<std::string, double>> bars;
+  std::vector<std::pair<std::string, std::vector<double>>> utilisation;
+  for (const auto& p : r.policies) {
+    bars.emplace_back(p.name, p.tokens_per_s / 1e3);
+    std::vector<double> u;
+    for (const auto& s : p.steps) u.push_back(1.0 - s.idle_fraction);
+    utilisation.emplace_back(p.name, std::move(u));
+    if (p.name == "dcp" || p.name == "static" || p.name == "paper-baseline")
+      save("timeline-" + p.name, evaluation::timeline_svg(p.first_step, r.name + ": " + p.name + ", step 0"));
+  }
+  save("throughput", evaluation::bar_chart_svg(bars, r.name + ": throughput (truth model)", "k tokens/s"));
+  save("utilisation", evaluation::line_chart_svg(utilisation, r.name + ": GPU utilisation per step",
+                                                 "busy fraction of GPU time before the makespan"));
+}
+
+/// --plan FILE: a plan made elsewhere, simulated on the batch it was made for, next to ours.
+/// A plan made for another batch (other tokens for its ids, other ids) is refused, naming what
+/// differs: judged on samples it was not planned for, its figures would mean nothing.
+inline int evaluate_external_plan(const sim_options_cli& o, std::ostream& out) {
+  auto scenarios = make_scenarios(o);
+  auto& sc = scenarios.front();
+  const auto batch = sc.draw(sc.seed);
+  std::ifstream in(*o.plan);
+  if (!in) throw dcp::error("cannot open plan '" + *o.plan + "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto external = read_plan_json(text, *o.plan);
+  const std::string batch_name = o.file ? "'" + *o.file + "'"
+                                        : "the first step's batch (" + sc.name + ", seed " +
+                                              std::to_string(sc.seed) + ")";
+  check_plan_matches_batch(external, read_stated_tokens(text, *o.plan), batch,
+                           "plan '" + *o.plan + "' is for another batch than " + batch_name + ":");
+  validate_plan(external, batch, sc.cluster.gpus);
+  auto policies = make_policies(sc, o.policies.empty() ? std::vector<std::string>{"dcp", "static"} : o.policies);
+  policies.insert(policies.begin(), {"external", [external](std::span<const sample>) { return external; }});
+  sc.steps = 1;
+  const auto result = evaluation::run(sc, policies);
+  if (o.json) write_results_json(out, scenarios, {result});
+  else print_table(out, sc, result);
+  finish_output(out);
+  return 0;
+}
+
+}  // namespace sim_detail
+
+/// The program: parses `args` (without the program name), writes tables or JSON to `out` and
+/// messages to `err`, and returns the exit status: 0 done, 1 bad input or output that could
+/// not be written, 2 bad usage.
+inline int sim_main(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
+  using namespace sim_detail;
+  return run_tool("dcp-sim", err, [&] {
+    const auto o = parse_sim_arguments(args);
+    if (o.help) {
+      out << sim_usage_text();
+      finish_output(out);
+      return 0;
+    }
+    if (o.plan) return evaluate_external_plan(o, out);
+    const auto scenarios = make_scenarios(o);
+    std::vector<evaluation::scenario_result> results;
+    for (const auto& sc : scenarios) {
+      const auto policies = make_policies(sc, o.policies);
+      progress_bar bar(sc.name);
+      results.push_back(evaluation::run(sc, policies, [&](std::int64_t d, std::int64_t t) { bar(d, t); }));
+      if (!o.json) print_table(out, sc, results.back());
+      if (o.out) write_figures(*o.out, results.back());
+    }
+    if (o.json) write_results_json(out, scenarios, results);
+    finish_output(out);
+    return 0;
+  });
+}
+
+}  // namespace dcp::tool
