@@ -460,13 +460,7 @@ int train_and_compare() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dcp::mpi::environment env(&argc, &argv);
-  try {
-    return train_and_compare();
-  } catch (const std::exception& e) {
-    // Other ranks may wait in a collective this rank will never reach: end the whole job.
-    std::cerr << "plan_invariant_gradients: " << e.what() << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return 2;
+  // MPI_Init, then train_and_compare(); an exception or a non-zero return on any rank aborts the
+  // whole job (the other ranks may wait in a collective this rank will never reach).
+  return dcp::mpi::environment::run(argc, argv, [] { return train_and_compare(); });
 }
