@@ -156,9 +156,10 @@ class text_table {
  public:
   enum class align : std::uint8_t { left, right };
 
-  text_table(std::vector<std::string> headers, std::vector<align> aligns)
-      : headers_(std::move(headers)), aligns_(std::move(aligns)) {
-    aligns_.resize(headers_.size(), align::right);
+  /// `aligns[c]` for column c; columns past the list are right-aligned.
+  text_table(std::vector<std::string> headers, const std::vector<align>& aligns)
+      : headers_(std::move(headers)), aligns_(headers_.size(), align::right) {
+    for (std::size_t c = 0; c < aligns.size() && c < aligns_.size(); ++c) aligns_[c] = aligns[c];
   }
 
   void add_row(std::vector<std::string> cells) {
