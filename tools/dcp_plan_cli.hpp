@@ -106,7 +106,8 @@ Options (defaults in brackets):
   --ranks                with --json: add "ranks", each rank's micro-steps in order
   --help                 print this help
 
-Exit status: 0 planned, 1 the library rejected the input (dcp::error), 2 bad usage.
+Exit status: 0 planned, 1 the library rejected the input (dcp::error), out of memory or output
+that could not be written, 2 bad usage.
 )";
 }
 

@@ -60,17 +60,19 @@ Options (defaults in brackets):
   --tokens N          global batch tokens per step  [1000000; video default 4000000]
   --context N         split longer documents into N-token chunks  [65536]
   --steps N           steps per policy  [50]
-  --seed S            seed of the first step's batch  [1]
+  --seed S            seed of the first step's batch, 0..2^64-1  [1]
   --policies LIST     comma-separated: dcp,static,paper-baseline,megatron-dcp,videosys-dcp,
                       flexsp,verl,wlb-llm,dcp-calibrated  [all]
   --json              print JSON instead of tables
   --out DIR           write SVG figures (timelines, throughput, utilisation) into DIR
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)
-                      on the batch it was made for (--file, or the first step's batch)
+                      on the batch it was made for (--file, or the first step's batch);
+                      refused, naming what differs, when its ids or tokens are another batch's
   --help
 
 All times are from a model of the hardware (docs/simulator.md), not from GPUs.
-Exit status: 0 done, 1 bad input (dcp::error), 2 bad usage.
+Exit status: 0 done, 1 bad input (dcp::error), out of memory or output that could not be
+written, 2 bad usage.
 )";
 }
 
