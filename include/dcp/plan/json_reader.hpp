@@ -587,11 +587,15 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
   }
   if (const auto* ranks = doc.find("ranks")) {
     const auto& lists = json::require(*ranks, kind::array, where + ".ranks").items;
+    auto rank_path = [&](std::size_t r) { return where + ".ranks[" + std::to_string(r) + "]"; };
     for (std::size_t r = 0; r < lists.size(); ++r) {
-      const std::string path = where + ".ranks[" + std::to_string(r) + "]";
-      const auto& sequences = json::require(lists[r], kind::array, path).items;
-      for (std::size_t i = 0; i < sequences.size(); ++i)
-        (void)json::at_least<std::int64_t>(sequences[i], path + "[" + std::to_string(i) + "]", 0);
+      if (lists[r].type != kind::array) json::require(lists[r], kind::array, rank_path(r));
+      const auto& sequences = lists[r].items;
+      for (std::size_t i = 0; i < sequences.size(); ++i) {
+        std::int64_t sequence = 0;  // messages are built only for a bad entry
+        if (!json::try_as(sequences[i], sequence) || sequence < 0)
+          (void)json::at_least<std::int64_t>(sequences[i], rank_path(r) + "[" + std::to_string(i) + "]", 0);
+      }
     }
   }
 
@@ -652,16 +656,17 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
   if (plan.gpus_per_node < 1)
     throw invalid_plan("plan.gpus_per_node = " + std::to_string(plan.gpus_per_node) + ", must be >= 1");
   constexpr double finite = std::numeric_limits<double>::max();
-  auto amount = [](const std::string& name, double value, double limit) {
+  auto amount = [](std::string_view owner, std::string_view field, double value, double limit) {
     if (!(value >= 0 && value <= limit))  // false for NaN too
-      throw invalid_plan(name + " = " + json::number_text(value) + ", must be a finite number " +
+      throw invalid_plan(std::string(owner) + "." + std::string(field) + " = " + json::number_text(value) +
+                         ", must be a finite number " +
                          (limit == finite ? std::string(">= 0") : "in 0.." + json::number_text(limit)));
   };
-  amount("plan.makespan_seconds", plan.makespan_seconds, finite);
-  amount("plan.lower_bound_seconds", plan.lower_bound_seconds, finite);
-  amount("plan.memory_budget_bytes", plan.memory_budget_bytes, finite);
-  amount("plan.gradient_sync_seconds", plan.gradient_sync_seconds, finite);
-  amount("plan.best_static_seconds", plan.best_static_seconds, finite);
+  amount("plan", "makespan_seconds", plan.makespan_seconds, finite);
+  amount("plan", "lower_bound_seconds", plan.lower_bound_seconds, finite);
+  amount("plan", "memory_budget_bytes", plan.memory_budget_bytes, finite);
+  amount("plan", "gradient_sync_seconds", plan.gradient_sync_seconds, finite);
+  amount("plan", "best_static_seconds", plan.best_static_seconds, finite);
   if (plan.best_static_degree < 0)
     throw invalid_plan("plan.best_static_degree = " + std::to_string(plan.best_static_degree) +
                        ", must be >= 0");
@@ -701,10 +706,10 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
                          ", must be >= 0");
     if (m.loss_units < 0)
       throw invalid_plan(path + ".loss_units = " + std::to_string(m.loss_units) + ", must be >= 0");
-    amount(path + ".loss_scale", m.loss_scale, 1.0);
-    amount(path + ".start_seconds", m.start_seconds, finite);
-    amount(path + ".predicted_seconds", m.seconds, finite);
-    amount(path + ".predicted_peak_bytes", m.peak_bytes, finite);
+    amount(path, "loss_scale", m.loss_scale, 1.0);
+    amount(path, "start_seconds", m.start_seconds, finite);
+    amount(path, "predicted_seconds", m.seconds, finite);
+    amount(path, "predicted_peak_bytes", m.peak_bytes, finite);
     sequences.push_back(m.sequence);
     m.tokens = 0;
     for (std::size_t k = 0; k < m.sample_ids.size(); ++k) {
