@@ -22,7 +22,7 @@
 #include "dcp/plan/json_reader.hpp"
 #include "dcp/plan/match_batch.hpp"
 #include "dcp/workload/loaders.hpp"
-#include "support/errors.hpp"
+#include "../support/errors.hpp"
 
 #include "../../tools/dcp_plan_main.hpp"
 #include "../../tools/dcp_sim_main.hpp"
