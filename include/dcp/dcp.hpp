@@ -20,6 +20,7 @@
 #include "dcp/plan/json.hpp"
 #include "dcp/plan/json_reader.hpp"
 #include "dcp/plan/lower_bound.hpp"
+#include "dcp/plan/match_batch.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
 #include "dcp/recompute/strategies.hpp"
