@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -31,9 +32,20 @@ struct micro_step {
   double peak_bytes = 0;         ///< predicted peak bytes on each GPU of the group
 
   std::int64_t degree() const noexcept { return config.degree; }
-  std::int64_t last_rank() const noexcept { return first_rank + config.degree - 1; }
+  /// first_rank + degree - 1, saturated at the int64 limit (a micro-step read from elsewhere
+  /// may hold any values until validate_plan has checked it; nothing here overflows).
+  std::int64_t last_rank() const noexcept {
+    if (config.degree < 1) return first_rank;
+    const std::int64_t span = config.degree - 1;
+    return first_rank > std::numeric_limits<std::int64_t>::max() - span
+               ? std::numeric_limits<std::int64_t>::max()
+               : first_rank + span;
+  }
+  /// Whether `rank` is in [first_rank, first_rank + degree), without computing the end.
   bool includes(std::int64_t rank) const noexcept {
-    return rank >= first_rank && rank < first_rank + config.degree;
+    return config.degree > 0 && rank >= first_rank &&
+           static_cast<std::uint64_t>(rank) - static_cast<std::uint64_t>(first_rank) <
+               static_cast<std::uint64_t>(config.degree);
   }
   double end_seconds() const noexcept { return start_seconds + seconds; }
 
