@@ -20,6 +20,7 @@
 
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/cost/activation_memory.hpp"
+#include "dcp/detail/checked.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/hardware.hpp"
@@ -341,26 +342,52 @@ public:
   }
 
 private:
+  /// Throws invalid_spec naming the first bad field, its value and the limit: efficiencies
+  /// (gemm_efficiency_max, hbm_efficiency, each FA3 table point as a fraction of
+  /// fa3_reference_peak_flops) outside (0, 1]; lengths, peaks and bandwidths not finite and > 0;
+  /// half-saturation tokens, latencies, kernel counts, fixed seconds, fragmentation and bytes not
+  /// finite and >= 0; nics_per_node < 0; loss_chunk_tokens < 1. NaN fails every check.
   void validate_constants() const {
-    const auto positive = [](double value, const char* field) {
-      if (!(value > 0) || !std::isfinite(value))
-        throw invalid_spec(std::string("truth constants: ") + field + " = " +
-                           std::to_string(value) + ", must be > 0 and finite");
-    };
-    positive(constants_.gemm_efficiency_max, "gemm_efficiency_max");
-    positive(constants_.hbm_efficiency, "hbm_efficiency");
-    positive(constants_.fa3_reference_peak_flops, "fa3_reference_peak_flops");
-    positive(constants_.nvls_allreduce_bandwidth, "nvls_allreduce_bandwidth");
-    for (std::size_t k = 0; k < constants_.fa3_lengths.size(); ++k) {
-      positive(constants_.fa3_lengths[k], "fa3_lengths[]");
-      positive(constants_.fa3_forward_tflops[k], "fa3_forward_tflops[]");
-      positive(constants_.fa3_backward_tflops[k], "fa3_backward_tflops[]");
+    constexpr const char* where = "truth constants: ";
+    const auto& k = constants_;
+    dcp::detail::require_fraction(k.gemm_efficiency_max, where, "gemm_efficiency_max");
+    dcp::detail::require_finite_non_negative(k.gemm_half_tokens, where, "gemm_half_tokens");
+    dcp::detail::require_finite_positive(k.fa3_reference_peak_flops, where, "fa3_reference_peak_flops");
+    for (std::size_t j = 0; j < k.fa3_lengths.size(); ++j) {
+      const std::string at = "[" + std::to_string(j) + "]";
+      dcp::detail::require_finite_positive(k.fa3_lengths[j], where, "fa3_lengths" + at);
+      // A table point is an achieved rate: above the peak it was measured against, it is not.
+      const auto require_rate = [&](double tflops, const char* table) {
+        const std::string field = table + at;
+        dcp::detail::require_finite_positive(tflops, where, field);
+        if (!(tflops * 1e12 <= k.fa3_reference_peak_flops))
+          throw invalid_spec(std::string(where) + field + " = " + dcp::detail::number_text(tflops) +
+                             " TFLOP/s, must be at most fa3_reference_peak_flops = " +
+                             dcp::detail::number_text(k.fa3_reference_peak_flops / 1e12) +
+                             " TFLOP/s (an efficiency in (0, 1])");
+      };
+      require_rate(k.fa3_forward_tflops[j], "fa3_forward_tflops");
+      require_rate(k.fa3_backward_tflops[j], "fa3_backward_tflops");
     }
-    if (constants_.gemm_half_tokens < 0 || constants_.fragmentation < 0 ||
-        constants_.nics_per_node < 0 || constants_.kernel_launch_seconds < 0 ||
-        constants_.framework_seconds < 0)
-      throw invalid_spec("truth constants: gemm_half_tokens, fragmentation, nics_per_node, "
-                         "kernel_launch_seconds and framework_seconds must be >= 0");
+    dcp::detail::require_fraction(k.hbm_efficiency, where, "hbm_efficiency");
+    dcp::detail::require_finite_non_negative(k.nccl_base_latency, where, "nccl_base_latency");
+    dcp::detail::require_finite_non_negative(k.nccl_nvlink_step_latency, where, "nccl_nvlink_step_latency");
+    dcp::detail::require_finite_non_negative(k.nccl_network_step_latency, where, "nccl_network_step_latency");
+    dcp::detail::require_finite_positive(k.nvls_allreduce_bandwidth, where, "nvls_allreduce_bandwidth");
+    if (k.nics_per_node < 0)
+      throw invalid_spec(std::string(where) + "nics_per_node = " + std::to_string(k.nics_per_node) +
+                         ", must be >= 0 (0 = one per GPU)");
+    dcp::detail::require_finite_non_negative(k.kernel_launch_seconds, where, "kernel_launch_seconds");
+    dcp::detail::require_finite_non_negative(k.forward_kernels_per_layer, where, "forward_kernels_per_layer");
+    dcp::detail::require_finite_non_negative(k.loss_kernels, where, "loss_kernels");
+    dcp::detail::require_finite_non_negative(k.framework_seconds, where, "framework_seconds");
+    dcp::detail::require_finite_non_negative(k.fragmentation, where, "fragmentation");
+    dcp::detail::require_finite_non_negative(k.cuda_context_bytes, where, "cuda_context_bytes");
+    dcp::detail::require_finite_non_negative(k.nccl_buffer_bytes, where, "nccl_buffer_bytes");
+    dcp::detail::require_finite_non_negative(k.logits_bytes_per_entry, where, "logits_bytes_per_entry");
+    if (k.loss_chunk_tokens < 1)
+      throw invalid_spec(std::string(where) + "loss_chunk_tokens = " +
+                         std::to_string(k.loss_chunk_tokens) + ", must be >= 1");
   }
 
   void derive() {
@@ -371,9 +398,16 @@ private:
     }
     forward_ = fit_saturating(constants_.fa3_lengths, forward);
     backward_ = fit_saturating(constants_.fa3_lengths, backward);
-    if (!(forward_.max > 0) || !(forward_.half >= 0) || !(backward_.max > 0) || !(backward_.half >= 0))
-      throw invalid_spec("truth constants: the FA3 tables do not fit eta_max s/(s + s_half) with "
-                         "eta_max > 0 and s_half >= 0 (efficiency must rise with length)");
+    // The fit extrapolates to eta_max as s grows: it must be an efficiency, in (0, 1].
+    const auto require_fit = [](const saturating_curve& curve, const char* table) {
+      if (!(curve.max > 0 && curve.max <= 1) || !(curve.half >= 0) || !std::isfinite(curve.half))
+        throw invalid_spec(std::string("truth constants: ") + table + " fits eta_max s/(s + s_half) "
+                           "with eta_max = " + dcp::detail::number_text(curve.max) + " and s_half = " +
+                           dcp::detail::number_text(curve.half) + ", must be eta_max in (0, 1] and "
+                           "s_half finite and >= 0 (efficiency must rise with length, below the peak)");
+    };
+    require_fit(forward_, "fa3_forward_tflops");
+    require_fit(backward_, "fa3_backward_tflops");
 
     const std::int64_t h = model_.hidden;
     const std::int64_t f = model_.ffn;
