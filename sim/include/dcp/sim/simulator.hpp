@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
@@ -33,8 +34,12 @@ namespace dcp::inline DCP_ABI_NAMESPACE::sim {
 struct sim_options {
   std::uint64_t seed = 0;
   /// Sigma of each micro-step's lognormal duration multiplier exp(sigma z - sigma^2/2) (mean
-  /// 1); one more draw scales the gradient synchronisation. 0 turns noise off.
+  /// 1); one more draw scales the gradient synchronisation. 0 turns noise off; finite, in
+  /// [0, max_noise_sigma].
   double noise_sigma = 0.03;
+  /// Above it the median multiplier exp(-sigma^2/2) is below 2e-22 (almost every micro-step
+  /// takes no time, one draw decides the step), and by sigma ~ 30 the multiplier underflows to 0.
+  static constexpr double max_noise_sigma = 10;
   /// Fill step_result::timelines (one interval per rank per micro-step).
   bool record_timelines = true;
   /// Require the plan to hold every sample of the batch exactly once (a plan that drops a
@@ -132,9 +137,10 @@ inline step_result simulate(const step_plan& plan, std::span<const sample> batch
   if (plan.gpus_per_node != 0 && plan.gpus_per_node != gpn)
     throw invalid_spec("simulate: the plan has " + std::to_string(plan.gpus_per_node) +
                        " GPUs per node, the truth model's cluster " + std::to_string(gpn));
-  if (!(options.noise_sigma >= 0) || !std::isfinite(options.noise_sigma))
-    throw invalid_spec("simulate: noise_sigma = " + std::to_string(options.noise_sigma) +
-                       ", must be >= 0 and finite");
+  dcp::detail::require_finite_non_negative(options.noise_sigma, "simulate: ", "noise_sigma");
+  if (options.noise_sigma > sim_options::max_noise_sigma)
+    throw invalid_spec("simulate: noise_sigma = " + dcp::detail::number_text(options.noise_sigma) +
+                       ", must be at most " + dcp::detail::number_text(sim_options::max_noise_sigma));
   validate_batch(batch);
 
   const auto& steps = plan.micro_steps;
@@ -176,7 +182,14 @@ inline step_result simulate(const step_plan& plan, std::span<const sample> batch
       owner[k] = i;
       shapes[i] += micro_batch_shape::of(batch[k]);
     }
-    result.tokens += shapes[i].tokens;
+    // validate_batch bounds the batch's total and each sample runs once, so this cannot
+    // overflow; checked all the same, as every sum of user values.
+    const auto tokens = dcp::detail::checked_add(result.tokens, shapes[i].tokens);
+    if (!tokens)
+      throw invalid_sample("simulate: step_result tokens = " + std::to_string(result.tokens) + " + " +
+                           std::to_string(shapes[i].tokens) + " of " + detail::describe(steps[i], i) +
+                           " exceeds " + std::to_string(dcp::detail::int64_max));
+    result.tokens = *tokens;
   }
   if (options.require_every_sample) {
     std::size_t missing = 0, first_missing = none;
