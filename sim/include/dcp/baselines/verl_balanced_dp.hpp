@@ -39,6 +39,7 @@
 // promise placement_policy's budget requirement.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -50,21 +51,26 @@
 #include "dcp/baselines/detail/common.hpp"
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/cost/analytic.hpp"
+#include "dcp/detail/checked.hpp"
 #include "dcp/placement/context.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
-/// verl's `calculate_workload`: 24576·s + s² (FLOPs of a 7B-sized block up to a constant).
-constexpr std::int64_t verl_workload(std::int64_t tokens) noexcept {
-  return 24576 * tokens + tokens * tokens;
+/// verl's `calculate_workload`: 24576·s + s² (FLOPs of a 7B-sized block up to a constant), in
+/// double: s² leaves int64 above 3.04e9 tokens (Python's ints never overflow). Workloads are
+/// only compared and summed, and are exact integers (so ties are the same as in Python) while
+/// s <= 2^26 and their sums stay below 2^53; beyond that they round, deterministically.
+constexpr double verl_workload(std::int64_t tokens) noexcept {
+  const auto s = static_cast<double>(tokens);
+  return 24576.0 * s + s * s;
 }
 
 namespace detail {
 
 struct kk_set {
-  std::int64_t sum = 0;
-  std::vector<std::pair<std::size_t, std::int64_t>> items{};  // (index, value)
+  double sum = 0;
+  std::vector<std::pair<std::size_t, double>> items{};  // (index, value)
 };
 
 // Python's Set.__lt__: by sum, then item count, then the item lists.
@@ -77,7 +83,7 @@ inline bool kk_set_less(const kk_set& a, const kk_set& b) {
 struct kk_state {
   std::vector<kk_set> sets{};  // decreasing
   std::uint64_t order = 0;     // insertion, for ties
-  std::int64_t spread() const { return sets.front().sum - sets.back().sum; }
+  double spread() const { return sets.front().sum - sets.back().sum; }
   void sort() {
     std::stable_sort(sets.begin(), sets.end(), [](const kk_set& a, const kk_set& b) { return kk_set_less(b, a); });
   }
@@ -101,12 +107,13 @@ inline bool kk_after(const kk_state& a, const kk_state& b) {
 /// returns them. `preload`, if given (k values), is work the parts already carry: it enters the
 /// differencing as one more state whose k sets hold it, and part j is the one holding preload j
 /// (sets of one state never merge, so each final part holds exactly one). verl has no preload.
-inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<std::int64_t>& values,
+/// Values are workloads (verl_workload), finite and >= 0.
+inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<double>& values,
                                                             std::size_t k, bool equal_size,
-                                                            const std::vector<std::int64_t>& preload = {}) {
+                                                            const std::vector<double>& preload = {}) {
   if (k == 0) return {};
   const std::size_t n = values.size();
-  std::vector<std::pair<std::int64_t, std::size_t>> sorted;
+  std::vector<std::pair<double, std::size_t>> sorted;
   const std::size_t pad = equal_size && n % k != 0 ? k - n % k : 0;
   for (std::size_t p = 0; p < pad; ++p) sorted.emplace_back(0, n + p);
   for (std::size_t i = 0; i < n; ++i) sorted.emplace_back(values[i], i);
@@ -175,10 +182,19 @@ inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<st
   return parts;
 }
 
+/// karmarkar_karp for integer workloads: the same partition of them as doubles (exact below
+/// 2^53, where every realistic workload and sum lies).
+inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<std::int64_t>& values,
+                                                            std::size_t k, bool equal_size,
+                                                            const std::vector<std::int64_t>& preload = {}) {
+  return karmarkar_karp(std::vector<double>(values.begin(), values.end()), k, equal_size,
+                        std::vector<double>(preload.begin(), preload.end()));
+}
+
 struct verl_balanced_dp {
-  /// ppo_max_token_len_per_gpu; 0 tunes it (see the header comment).
+  /// ppo_max_token_len_per_gpu; 0 tunes it (see the header comment); >= 0.
   std::int64_t max_token_len = 0;
-  /// With max_token_len = 0: the caps tried are capacity / 2^j, j < this.
+  /// With max_token_len = 0: the caps tried are capacity / 2^j, j < this; in [1, 64].
   std::int32_t cap_candidates = 5;
   /// ulysses_sequence_parallel_size of every micro-batch. 1 (default): data parallelism over
   /// every GPU, a sample above the cap alone at a larger degree; 0: the smallest allowed degree
@@ -216,9 +232,10 @@ public:
                ctx.problem().cost.cluster());
       base_ = degree_index_of(ctx, options.ulysses_degree);
     } else {
-      base_ = degree_index_at_least(ctx, (tokens(0) + per_gpu_ - 1) / per_gpu_);
+      base_ = degree_index_at_least(ctx, ceil_div(tokens(0), per_gpu_));
     }
-    cap_ = ctx.degree(base_) * per_gpu_;
+    // A cap beyond int64 holds any micro-batch a valid batch can form: saturate.
+    cap_ = dcp::detail::checked_mul(ctx.degree(base_), per_gpu_).value_or(dcp::detail::int64_max);
   }
 
   placement solve() {
@@ -236,7 +253,7 @@ public:
         rest.push_back(i);
         continue;
       }
-      const auto k = degree_index_at_least(ctx_, (tokens(i) + per_gpu_ - 1) / per_gpu_);
+      const auto k = degree_index_at_least(ctx_, ceil_div(tokens(i), per_gpu_));
       const auto d = ctx_.degree(k);
       const auto span = static_cast<std::size_t>(d / sp);
       std::size_t best = 0;
@@ -250,16 +267,17 @@ public:
         }
       }
       for (std::size_t u = best; u < best + span; ++u)
-        preload[u] += static_cast<double>(verl_workload(tokens(i))) / static_cast<double>(span);
+        preload[u] += verl_workload(tokens(i)) / static_cast<double>(span);
       append_micro_batch(out, clock, ctx_, static_cast<std::int64_t>(best) * sp, k, {i});
     }
 
     // KK over the DP ranks, the oversized samples' shares entering as preload.
-    std::vector<std::int64_t> workloads;
+    std::vector<double> workloads;
     for (auto i : rest) workloads.push_back(verl_workload(tokens(i)));
-    std::vector<std::int64_t> carried;
+    // Whole workload units, as the int64 preload this replaced (which was undefined >= 2^63).
+    std::vector<double> carried;
     if (std::any_of(preload.begin(), preload.end(), [](double w) { return w > 0; }))
-      for (auto w : preload) carried.push_back(static_cast<std::int64_t>(w));
+      for (auto w : preload) carried.push_back(std::trunc(w));
     auto per_unit = karmarkar_karp(workloads, units, options_.equal_size, carried);
     for (auto& part : per_unit)
       for (auto& p : part) p = rest[p];
@@ -285,14 +303,17 @@ public:
 
 private:
   std::int64_t tokens(std::size_t i) const { return ctx_.problem().samples[i].tokens; }
+  // ceil(a / b) for a >= 0, b >= 1, without the a + b - 1 that overflows.
+  static std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
   // The number of micro-batches for these samples: at least `at_least` and ceil(tokens / cap),
   // at most one per sample; with enforcement, raised until every KK part is within the cap.
   std::size_t count_for(const std::vector<std::size_t>& items, std::size_t at_least) const {
     if (items.empty()) return 0;
+    // Saturated: a total beyond int64 needs as many micro-batches as samples anyway.
     std::int64_t total = 0;
-    for (auto i : items) total += tokens(i);
-    auto count = static_cast<std::size_t>((total + cap_ - 1) / cap_);
+    for (auto i : items) total = dcp::detail::checked_add(total, tokens(i)).value_or(dcp::detail::int64_max);
+    auto count = static_cast<std::size_t>(ceil_div(total, cap_));
     count = std::min(std::max(count, at_least), items.size());
     if (!options_.enforce_token_cap) return count;
     while (count < items.size() && !within_cap(partition(items, count))) ++count;
@@ -300,7 +321,7 @@ private:
   }
 
   std::vector<std::vector<std::size_t>> partition(const std::vector<std::size_t>& items, std::size_t count) const {
-    std::vector<std::int64_t> values;
+    std::vector<double> values;
     for (auto i : items) values.push_back(verl_workload(tokens(i)));
     auto parts = karmarkar_karp(values, count, false);
     for (auto& part : parts)
@@ -310,9 +331,11 @@ private:
 
   bool within_cap(const std::vector<std::vector<std::size_t>>& parts) const {
     for (const auto& part : parts) {
-      std::int64_t t = 0;
-      for (auto i : part) t += tokens(i);
-      if (t > cap_) return false;
+      std::int64_t t = 0;  // <= cap_ throughout, so the sum cannot overflow
+      for (auto i : part) {
+        if (tokens(i) > cap_ - t) return false;
+        t += tokens(i);
+      }
     }
     return true;
   }
@@ -325,7 +348,7 @@ private:
     std::erase_if(parts, [](const auto& p) { return p.empty(); });
     if (!options_.dynamic_bsz_balance || parts.empty()) return parts;
     const auto load = [&](const std::vector<std::size_t>& part) {
-      std::int64_t w = 0;
+      double w = 0;
       for (auto i : part) w += verl_workload(tokens(i));
       return w;
     };
@@ -352,6 +375,13 @@ private:
 
 template <cost_model M, recompute_strategy<M> R>
 placement verl_balanced_dp::place(const placement_problem<M, R>& problem) const {
+  if (max_token_len < 0)
+    throw invalid_spec("verl_balanced_dp: max_token_len = " + std::to_string(max_token_len) +
+                       ", must be >= 0 (0 tunes it)");
+  // The caps tried are capacity >> j, j < cap_candidates: a shift of 64 or more is undefined.
+  if (cap_candidates < 1 || cap_candidates > 64)
+    throw invalid_spec("verl_balanced_dp: cap_candidates = " + std::to_string(cap_candidates) +
+                       ", must be in [1, 64]");
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "verl-balanced-dp"};
     using solver = detail::verl_solver<dcp::placement_context<M, R>>;
