@@ -45,10 +45,10 @@ public:
     validate_cost(cost_);
   }
 
-  const Cost& cost() const noexcept { return cost_; }
-  const Bucketing& bucketing() const noexcept { return bucketing_; }
-  const Recompute& recompute() const noexcept { return recompute_; }
-  const Placement& placement_policy() const noexcept { return placement_; }
+  [[nodiscard]] const Cost& cost() const noexcept { return cost_; }
+  [[nodiscard]] const Bucketing& bucketing() const noexcept { return bucketing_; }
+  [[nodiscard]] const Recompute& recompute() const noexcept { return recompute_; }
+  [[nodiscard]] const Placement& placement_policy() const noexcept { return placement_; }
 
   /// Replaces the cost model; plans made afterwards use it (e.g. a calibrated<M> after
   /// observe()). Every rank must make the same replacement before its next plan.
@@ -73,7 +73,7 @@ public:
 
   /// The plan of one training step for this batch. Throws invalid_sample for malformed samples
   /// and sample_does_not_fit for a sample no configuration can hold.
-  step_plan plan(std::span<const sample> batch) const {
+  [[nodiscard]] step_plan plan(std::span<const sample> batch) const {
     validate_batch(batch);
     const auto samples = canonical_order(batch);
     const auto labels = bucketing_.assign(samples);
@@ -130,13 +130,13 @@ public:
     return out;
   }
 
-  step_plan plan(const std::vector<sample>& batch) const {
+  [[nodiscard]] step_plan plan(const std::vector<sample>& batch) const {
     return plan(std::span<const sample>(batch.data(), batch.size()));
   }
 
 private:
   template <class C>
-  static double gradient_sync(const C& cost) {
+  [[nodiscard]] static double gradient_sync(const C& cost) {
     if constexpr (requires { cost.gradient_sync_seconds(); }) return cost.gradient_sync_seconds();
     else return 0.0;
   }

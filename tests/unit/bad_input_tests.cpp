@@ -25,7 +25,7 @@ const analytic_cost_model& llama8b_on_8_h200() {
 
 TEST_CASE("BadInput.Sample.zero_tokens_names_sample_and_limit") {
   const DataCentricScheduler<> s(llama8b_on_8_h200());
-  const auto msg = message_of([&] { s.plan(std::vector<sample>{text_sample(1, 100), text_sample(42, 0)}); });
+  const auto msg = message_of([&] { (void)s.plan(std::vector<sample>{text_sample(1, 100), text_sample(42, 0)}); });
   CHECK(contains(msg, "sample 42"));
   CHECK(contains(msg, "tokens = 0"));
   CHECK(contains(msg, ">= 1"));
@@ -33,7 +33,7 @@ TEST_CASE("BadInput.Sample.zero_tokens_names_sample_and_limit") {
 
 TEST_CASE("BadInput.Sample.negative_tokens_names_sample_and_limit") {
   const DataCentricScheduler<> s(llama8b_on_8_h200());
-  const auto msg = message_of([&] { s.plan(std::vector<sample>{text_sample(7, -5)}); });
+  const auto msg = message_of([&] { (void)s.plan(std::vector<sample>{text_sample(7, -5)}); });
   CHECK(contains(msg, "sample 7"));
   CHECK(contains(msg, "tokens = -5"));
   CHECK(contains(msg, ">= 1"));
@@ -44,7 +44,7 @@ TEST_CASE("BadInput.Sample.too_long_for_largest_degree_reports_bytes") {
   std::vector<sample> batch{text_sample(1, 1000), text_sample(99, 4'000'000)};
   std::string msg;
   try {
-    s.plan(batch);
+    (void)s.plan(batch);
   } catch (const sample_does_not_fit& e) {
     msg = e.what();
   }
@@ -59,7 +59,7 @@ TEST_CASE("BadInput.Sample.too_long_for_largest_degree_reports_bytes") {
 TEST_CASE("BadInput.Sample.duplicate_ids_name_the_id_and_positions") {
   const DataCentricScheduler<> s(llama8b_on_8_h200());
   const auto msg = message_of([&] {
-    s.plan(std::vector<sample>{text_sample(5, 10), text_sample(6, 10), text_sample(5, 20)});
+    (void)s.plan(std::vector<sample>{text_sample(5, 10), text_sample(6, 10), text_sample(5, 20)});
   });
   CHECK(contains(msg, "duplicate sample id 5"));
   CHECK(contains(msg, "indices 0 and 2"));
@@ -69,7 +69,7 @@ TEST_CASE("BadInput.Sample.video_grid_must_match_tokens") {
   const DataCentricScheduler<> s(llama8b_on_8_h200());
   sample v = video_sample(3, {4, 10, 10});
   v.tokens = 401;
-  const auto msg = message_of([&] { s.plan(std::vector<sample>{v}); });
+  const auto msg = message_of([&] { (void)s.plan(std::vector<sample>{v}); });
   CHECK(contains(msg, "sample 3"));
   CHECK(contains(msg, "401"));
   CHECK(contains(msg, "400"));
@@ -96,7 +96,7 @@ TEST_CASE("BadInput.Config.ulysses_degree_must_divide_heads") {
   const analytic_cost_model cost(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()));
   const DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, static_placement>
       s(cost, {}, {}, static_placement{32});
-  const auto msg = message_of([&] { s.plan(std::vector<sample>{video_sample(1, {8, 16, 16})}); });
+  const auto msg = message_of([&] { (void)s.plan(std::vector<sample>{video_sample(1, {8, 16, 16})}); });
   CHECK(contains(msg, "Ulysses degree = 32"));
   CHECK(contains(msg, "16 attention heads"));
   const auto direct = message_of([&] {

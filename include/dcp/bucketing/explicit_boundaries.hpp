@@ -30,7 +30,7 @@ public:
     }
   }
 
-  std::vector<std::int32_t> assign(std::span<const sample> batch) const {
+  [[nodiscard]] std::vector<std::int32_t> assign(std::span<const sample> batch) const {
     std::vector<std::int32_t> labels;
     labels.reserve(batch.size());
     for (const auto& s : batch) {
@@ -39,8 +39,8 @@ public:
     }
     return labels;
   }
-  const std::vector<std::int64_t>& boundaries() const noexcept { return boundaries_; }
-  constexpr std::string_view name() const noexcept { return "explicit"; }
+  [[nodiscard]] const std::vector<std::int64_t>& boundaries() const noexcept { return boundaries_; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "explicit"; }
   friend bool operator==(const explicit_boundaries&, const explicit_boundaries&) = default;
 
 private:

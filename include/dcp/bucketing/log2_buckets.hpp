@@ -12,17 +12,17 @@
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
 struct log2_buckets {
-  static std::int32_t bucket_of(std::int64_t tokens) noexcept {
+  [[nodiscard]] static std::int32_t bucket_of(std::int64_t tokens) noexcept {
     return tokens <= 0 ? 0
                        : static_cast<std::int32_t>(std::bit_width(static_cast<std::uint64_t>(tokens)) - 1);
   }
-  std::vector<std::int32_t> assign(std::span<const sample> batch) const {
+  [[nodiscard]] std::vector<std::int32_t> assign(std::span<const sample> batch) const {
     std::vector<std::int32_t> labels;
     labels.reserve(batch.size());
     for (const auto& s : batch) labels.push_back(bucket_of(s.tokens));
     return labels;
   }
-  constexpr std::string_view name() const noexcept { return "log2"; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "log2"; }
   friend constexpr bool operator==(log2_buckets, log2_buckets) noexcept { return true; }
 };
 

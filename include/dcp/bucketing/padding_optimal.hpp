@@ -34,7 +34,7 @@ public:
   }
 
   /// Upper bounds (inclusive) of the chosen buckets for these lengths, ascending.
-  std::vector<std::int64_t> boundaries(std::span<const sample> batch) const {
+  [[nodiscard]] std::vector<std::int64_t> boundaries(std::span<const sample> batch) const {
     std::vector<std::int64_t> lengths;
     lengths.reserve(batch.size());
     for (const auto& s : batch) lengths.push_back(s.tokens);
@@ -113,7 +113,7 @@ public:
     return bounds;
   }
 
-  std::vector<std::int32_t> assign(std::span<const sample> batch) const {
+  [[nodiscard]] std::vector<std::int32_t> assign(std::span<const sample> batch) const {
     const auto bounds = boundaries(batch);
     std::vector<std::int32_t> labels;
     labels.reserve(batch.size());
@@ -124,8 +124,8 @@ public:
     return labels;
   }
 
-  std::int32_t buckets() const noexcept { return buckets_; }
-  constexpr std::string_view name() const noexcept { return "padding-optimal"; }
+  [[nodiscard]] std::int32_t buckets() const noexcept { return buckets_; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "padding-optimal"; }
   friend bool operator==(const padding_optimal_buckets&, const padding_optimal_buckets&) = default;
 
 private:

@@ -15,13 +15,13 @@
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
 struct varlen_buckets {
-  std::vector<std::int32_t> assign(std::span<const sample> batch) const {
+  [[nodiscard]] std::vector<std::int32_t> assign(std::span<const sample> batch) const {
     auto labels = video_buckets{}.assign(batch);
     for (std::size_t i = 0; i < batch.size(); ++i)
       if (!batch[i].video) labels[i] = 0;
     return labels;
   }
-  constexpr std::string_view name() const noexcept { return "varlen"; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "varlen"; }
   friend constexpr bool operator==(varlen_buckets, varlen_buckets) noexcept { return true; }
 };
 

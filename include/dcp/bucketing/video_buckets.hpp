@@ -16,7 +16,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
 struct video_buckets {
-  std::vector<std::int32_t> assign(std::span<const sample> batch) const {
+  [[nodiscard]] std::vector<std::int32_t> assign(std::span<const sample> batch) const {
     // Distinct grids ordered by (tokens, frames, height, width), labelled after the text labels.
     std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> grids;
     for (const auto& s : batch)
@@ -37,7 +37,7 @@ struct video_buckets {
     }
     return labels;
   }
-  constexpr std::string_view name() const noexcept { return "video"; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "video"; }
   friend constexpr bool operator==(video_buckets, video_buckets) noexcept { return true; }
 };
 

@@ -17,6 +17,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 /// Parameters (BF16), gradients and FP32 Adam state per GPU under ZeRO `zero_stage` over
 /// `gpus` data-parallel ranks (§4.1): 16 psi unsharded; stage 1 shards the optimizer state,
 /// stage 2 the gradients too, stage 3 everything.
+[[nodiscard]]
 inline double zero_state_bytes(const model_spec& model, int zero_stage, std::int64_t gpus) noexcept {
   const double psi = static_cast<double>(model.total_params());
   const double n = static_cast<double>(gpus);
@@ -30,6 +31,7 @@ inline double zero_state_bytes(const model_spec& model, int zero_stage, std::int
 
 /// Bytes saved per token per layer of a block kept for backward, with FlashAttention (no s²
 /// term): attention 8h + 4h_kv, SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f, cross-attention 6h.
+[[nodiscard]]
 inline std::int64_t activation_bytes_per_token_layer(const model_spec& model) noexcept {
   const std::int64_t h = model.hidden;
   const std::int64_t f = model.ffn;
@@ -40,7 +42,7 @@ inline std::int64_t activation_bytes_per_token_layer(const model_spec& model) no
 }
 
 /// Selective recomputation drops the two norm outputs and the MLP activation output.
-inline std::int64_t bytes_saved_by_selective(const model_spec& model) noexcept {
+[[nodiscard]] inline std::int64_t bytes_saved_by_selective(const model_spec& model) noexcept {
   return 4 * model.hidden + 2 * model.ffn;
 }
 
@@ -53,6 +55,7 @@ struct logits_memory {
 
 /// Activations, FlashAttention backward transients, logits and sequence-parallel buffers on one
 /// GPU of a group running `s` with config `c` (§4.2, §4.3).
+[[nodiscard]]
 inline double activation_bytes_per_gpu(const model_spec& model, const micro_batch_shape& s,
                                        const execution_config& c,
                                        const logits_memory& logits) noexcept {

@@ -69,26 +69,28 @@ public:
     derive();
   }
 
-  const model_spec& model() const noexcept { return model_; }
-  const cluster_spec& cluster() const noexcept { return cluster_; }
-  const training_spec& training() const noexcept { return training_; }
-  const analytic_constants& constants() const noexcept { return constants_; }
-  double memory_budget() const noexcept { return training_.memory_budget(cluster_); }
+  [[nodiscard]] const model_spec& model() const noexcept { return model_; }
+  [[nodiscard]] const cluster_spec& cluster() const noexcept { return cluster_; }
+  [[nodiscard]] const training_spec& training() const noexcept { return training_; }
+  [[nodiscard]] const analytic_constants& constants() const noexcept { return constants_; }
+  [[nodiscard]] double memory_budget() const noexcept { return training_.memory_budget(cluster_); }
 
   // ---- time -------------------------------------------------------------------------------
 
+  [[nodiscard]]
   double seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return compute_seconds(s, c) + communication_seconds(s, c) + overhead_seconds(c);
   }
 
   /// Fixed cost of a micro-step: kernel launches and framework work (§1.3).
-  double overhead_seconds(const execution_config&) const noexcept {
+  [[nodiscard]] double overhead_seconds(const execution_config&) const noexcept {
     return constants_.step_overhead_seconds + constants_.kernel_launch_seconds *
                                                   constants_.kernels_per_layer *
                                                   static_cast<double>(model_.layers);
   }
 
   /// Dense, attention and recompute FLOPs over peak x efficiency, split over the group.
+  [[nodiscard]]
   double compute_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     const double d = static_cast<double>(c.degree);
     return (dense_compute_seconds(static_cast<double>(s.tokens), c) + attention_compute_seconds(s, c)) / d +
@@ -98,6 +100,7 @@ public:
   /// Dense GEMM FLOPs of `tokens` tokens over peak x efficiency (one GPU's share is this over
   /// the degree): 6 N per token, LM head included (§2.1); full recompute repeats the forward
   /// (2 N per token) of the recomputed layers (§2.2).
+  [[nodiscard]]
   double dense_compute_seconds(double tokens, const execution_config& c) const noexcept {
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
@@ -111,7 +114,7 @@ public:
   /// over the degree): forward 4 h per (query, key) pair per layer, backward 2.5x forward in the
   /// FlashAttention convention (§1.2, §2.1), recomputed layers one more forward;
   /// cross-attention pairs = tokens x text tokens.
-  double attention_compute_seconds(const micro_batch_shape& s,
+  [[nodiscard]] double attention_compute_seconds(const micro_batch_shape& s,
                                    const execution_config& c) const noexcept {
     const double peak = cluster_.gpu.peak_flops;
     const double layers = static_cast<double>(model_.layers);
@@ -127,6 +130,7 @@ public:
 
   /// Selective recomputation re-runs norms and the MLP activation: memory-bound, so its cost is
   /// the bytes it re-reads and re-writes over HBM bandwidth (§2.2, "partial options").
+  [[nodiscard]]
   double selective_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     if (!c.recompute.selective) return 0.0;
     const double layers = static_cast<double>(model_.layers - c.recompute.layers);
@@ -136,7 +140,7 @@ public:
   }
 
   /// Sequence-parallel communication, alpha-beta per collective (§3.1-3.3).
-  double communication_seconds(const micro_batch_shape& s,
+  [[nodiscard]] double communication_seconds(const micro_batch_shape& s,
                                const execution_config& c) const noexcept {
     if (c.degree <= 1) return 0.0;
     const double d = static_cast<double>(c.degree);
@@ -166,6 +170,7 @@ public:
   /// A floor on the time `s` adds to any micro-batch with config `c` (the optional cost_model
   /// member the lower bound uses): its compute, and for Ulysses its all-to-all bytes; fixed
   /// costs and ring transfers (which other sequences' attention can hide) are left out.
+  [[nodiscard]]
   double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     double t = compute_seconds(s, c);
     if (c.degree <= 1) return t;
@@ -179,7 +184,7 @@ public:
 private:
   /// Collectives of one micro-step: Ulysses 4 all-to-alls per pass, ring (d-1) steps per layer
   /// pass (§3.2, §3.3).
-  double collectives(const execution_config& c) const noexcept {
+  [[nodiscard]] double collectives(const execution_config& c) const noexcept {
     if (c.degree <= 1) return 0.0;
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
@@ -187,7 +192,7 @@ private:
     return (static_cast<double>(c.degree) - 1.0) * (3.0 * layers + recomputed);
   }
 
-  double ring_latency_seconds(const execution_config& c) const noexcept {
+  [[nodiscard]] double ring_latency_seconds(const execution_config& c) const noexcept {
     const double d = static_cast<double>(c.degree);
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
@@ -196,6 +201,7 @@ private:
     return (d - 1.0) * (3.0 * layers + recomputed) * alpha;
   }
 
+  [[nodiscard]]
   double ring_exposed_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     const double d = static_cast<double>(c.degree);
     const double layers = static_cast<double>(model_.layers);
@@ -214,6 +220,7 @@ private:
   }
 
   /// Attention compute of a pass that ring transfers can hide behind (§3.3).
+  [[nodiscard]]
   double ring_overlap_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     const double h = static_cast<double>(model_.hidden);
     const double layers = static_cast<double>(model_.layers);
@@ -227,7 +234,7 @@ public:
   /// Gradient synchronisation at the end of the step: all-reduce (ZeRO 0-2) or reduce-scatter +
   /// all-gather, plus parameter all-gathers for ZeRO-3, over the whole world (§3.7). Not
   /// overlapped with compute here: an upper estimate of the step's tail.
-  double gradient_sync_seconds() const noexcept {
+  [[nodiscard]] double gradient_sync_seconds() const noexcept {
     const double n = static_cast<double>(cluster_.gpus);
     if (n <= 1) return 0.0;
     const double gradient_bytes = 2.0 * static_cast<double>(model_.total_params());
@@ -255,7 +262,7 @@ public:
   static constexpr std::array<double, time_term_count> time_term_priors{1, 1, 1, 1, 1, 1,
                                                                         1, 0, 0, 0, 0};
 
-  std::array<double, time_term_count> time_terms(const micro_batch_shape& s,
+  [[nodiscard]] std::array<double, time_term_count> time_terms(const micro_batch_shape& s,
                                                  const execution_config& c) const noexcept {
     std::array<double, time_term_count> t{};
     const double d = static_cast<double>(c.degree);
@@ -292,7 +299,7 @@ public:
   /// Each term's floor on what `s` adds to any micro-batch with config `c`, in the terms of
   /// time_terms: sum_k priors[k] * marginal_time_terms(s, c)[k] == marginal_seconds(s, c) before
   /// the clamp at 0 (the ring entry is minus the attention that can hide other transfers).
-  std::array<double, time_term_count> marginal_time_terms(const micro_batch_shape& s,
+  [[nodiscard]] std::array<double, time_term_count> marginal_time_terms(const micro_batch_shape& s,
                                                           const execution_config& c) const noexcept {
     auto t = time_terms(s, c);
     t[4] = c.degree > 1 && c.sp == sequence_parallel::ring ? -ring_overlap_seconds(s, c) : 0.0;
@@ -302,6 +309,7 @@ public:
 
   // ---- memory -----------------------------------------------------------------------------
 
+  [[nodiscard]]
   double peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return state_bytes() + training_.runtime_reserve_bytes + activation_bytes(s, c);
   }
@@ -311,17 +319,17 @@ public:
   static constexpr std::size_t memory_term_count = 2;
   static constexpr std::array<std::string_view, memory_term_count> memory_term_names{"static",
                                                                                      "activations"};
-  std::array<double, memory_term_count> memory_terms(const micro_batch_shape& s,
+  [[nodiscard]] std::array<double, memory_term_count> memory_terms(const micro_batch_shape& s,
                                                      const execution_config& c) const noexcept {
     return {state_bytes() + training_.runtime_reserve_bytes, activation_bytes(s, c)};
   }
 
   /// Parameters, gradients and Adam state per GPU under the ZeRO stage over the world (§4.1),
   /// plus ZeRO-3's gather buffers (two blocks in flight).
-  double state_bytes() const noexcept { return states_; }
+  [[nodiscard]] double state_bytes() const noexcept { return states_; }
 
 private:
-  double compute_state_bytes() const noexcept {
+  [[nodiscard]] double compute_state_bytes() const noexcept {
     const double states = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
     if (training_.zero_stage < 3) return states;
     return states + 2.0 * 2.0 * static_cast<double>(model_.block_params());
@@ -330,14 +338,16 @@ private:
 public:
 
   /// Bytes kept per token per layer for backward (dcp/cost/activation_memory.hpp).
-  std::int64_t activation_bytes_per_token_layer() const noexcept {
+  [[nodiscard]] std::int64_t activation_bytes_per_token_layer() const noexcept {
     return detail::activation_bytes_per_token_layer(model_);
   }
 
   /// Bytes per token per layer that selective recomputation saves.
+  [[nodiscard]]
   std::int64_t saved_by_selective() const noexcept { return detail::bytes_saved_by_selective(model_); }
 
   /// Activations, transients, logits and SP buffers per GPU (§4.2, §4.3).
+  [[nodiscard]]
   double activation_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return detail::activation_bytes_per_gpu(
         model_, s, c,

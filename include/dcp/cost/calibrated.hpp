@@ -75,10 +75,11 @@ struct time_terms_of {
   static constexpr std::size_t count = 1;
   static constexpr std::array<double, 1> priors{1.0};
   static constexpr std::array<std::string_view, 1> names{"seconds"};
+  [[nodiscard]]
   static std::array<double, 1> values(const M& m, const micro_batch_shape& s, const execution_config& c) {
     return {static_cast<double>(m.seconds(s, c))};
   }
-  static std::array<double, 1> marginals(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] static std::array<double, 1> marginals(const M& m, const micro_batch_shape& s,
                                          const execution_config& c) {
     if constexpr (requires { m.marginal_seconds(s, c); })
       return {static_cast<double>(m.marginal_seconds(s, c))};
@@ -93,10 +94,11 @@ struct time_terms_of<M> {
   static constexpr std::size_t count = M::time_term_count;
   static constexpr std::array<double, count> priors = M::time_term_priors;
   static constexpr std::array<std::string_view, count> names = M::time_term_names;
+  [[nodiscard]]
   static std::array<double, count> values(const M& m, const micro_batch_shape& s, const execution_config& c) {
     return m.time_terms(s, c);
   }
-  static std::array<double, count> marginals(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] static std::array<double, count> marginals(const M& m, const micro_batch_shape& s,
                                              const execution_config& c) {
     return m.marginal_time_terms(s, c);
   }
@@ -108,6 +110,7 @@ template <class M>
 struct memory_terms_of {
   static constexpr std::size_t count = 1;
   static constexpr std::array<std::string_view, 1> names{"peak"};
+  [[nodiscard]]
   static std::array<double, 1> values(const M& m, const micro_batch_shape& s, const execution_config& c) {
     return {static_cast<double>(m.peak_bytes(s, c))};
   }
@@ -117,6 +120,7 @@ template <has_memory_terms M>
 struct memory_terms_of<M> {
   static constexpr std::size_t count = M::memory_term_count;
   static constexpr std::array<std::string_view, count> names = M::memory_term_names;
+  [[nodiscard]]
   static std::array<double, count> values(const M& m, const micro_batch_shape& s, const execution_config& c) {
     return m.memory_terms(s, c);
   }
@@ -128,6 +132,7 @@ using square_matrix = std::array<std::array<double, K>, K>;
 /// Solves A_FF x = b_F on the indices where `free` is set (Gaussian elimination with partial
 /// pivoting); the result is scattered back to K entries, 0 elsewhere.
 template <std::size_t K>
+[[nodiscard]]
 std::array<double, K> solve_on_free_set(const square_matrix<K>& a, const std::array<double, K>& b,
                                         const std::array<bool, K>& free) {
   std::array<std::size_t, K> index{};
@@ -162,7 +167,7 @@ std::array<double, K> solve_on_free_set(const square_matrix<K>& a, const std::ar
 
 /// The clamped index whose gradient (Aw - b) is most negative (it wants to grow), or K if none.
 template <std::size_t K>
-std::size_t most_violating(const square_matrix<K>& a, const std::array<double, K>& b,
+[[nodiscard]] std::size_t most_violating(const square_matrix<K>& a, const std::array<double, K>& b,
                            const std::array<bool, K>& free, const std::array<double, K>& w) {
   std::size_t best = K;
   double most = -1e-15;
@@ -182,7 +187,7 @@ std::size_t most_violating(const square_matrix<K>& a, const std::array<double, K
 /// active-set method — solve on the free set, clamp what turns negative, free a clamped weight
 /// whose gradient points inward, repeat.
 template <std::size_t K>
-std::array<double, K> nonnegative_quadratic_minimum(const square_matrix<K>& a,
+[[nodiscard]] std::array<double, K> nonnegative_quadratic_minimum(const square_matrix<K>& a,
                                                     const std::array<double, K>& b) {
   std::array<bool, K> free{};
   free.fill(true);
@@ -208,7 +213,7 @@ std::array<double, K> nonnegative_quadratic_minimum(const square_matrix<K>& a,
 /// The normal equations of  sum_i weight_i (1 - x_i . w)^2 / sum_i weight_i
 ///   + strength sum_k scale_k (w_k - prior_k)^2,  with w_k pinned to prior_k where scale_k = 0.
 template <std::size_t K>
-std::pair<square_matrix<K>, std::array<double, K>> normal_equations(
+[[nodiscard]] std::pair<square_matrix<K>, std::array<double, K>> normal_equations(
     const std::vector<std::array<double, K>>& rows, const std::vector<double>& weight,
     const std::array<double, K>& scale, const std::array<double, K>& prior, double strength) {
   square_matrix<K> a{};
@@ -238,7 +243,7 @@ std::pair<square_matrix<K>, std::array<double, K>> normal_equations(
 /// Huber weights for the relative residuals |x_i . w - 1|: 1 up to the larger of `floor` and
 /// 1.345 robust standard deviations (from the median absolute residual), then threshold/residual.
 template <std::size_t K>
-std::vector<double> huber_weights(const std::vector<std::array<double, K>>& rows,
+[[nodiscard]] std::vector<double> huber_weights(const std::vector<std::array<double, K>>& rows,
                                   const std::array<double, K>& w, double floor) {
   std::vector<double> residual(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -259,7 +264,7 @@ std::vector<double> huber_weights(const std::vector<std::array<double, K>>& rows
 /// Weighted ridge fit of x_i . w ~= 1 (x_i = terms / measured, so residuals are relative), w >= 0,
 /// pulled toward `prior`, with Huber reweighting when `robust`. Terms never seen keep their prior.
 template <std::size_t K>
-std::array<double, K> fit_relative(const std::vector<std::array<double, K>>& rows,
+[[nodiscard]] std::array<double, K> fit_relative(const std::vector<std::array<double, K>>& rows,
                                    const std::array<double, K>& prior,
                                    const calibration_options& options, bool robust) {
   if (rows.empty()) return prior;
@@ -328,14 +333,14 @@ public:
     memory_weights_.fill(1.0);
   }
 
-  const M& base() const noexcept { return base_; }
-  const calibration_options& options() const noexcept { return options_; }
-  const model_spec& model() const noexcept { return base_.model(); }
-  const cluster_spec& cluster() const noexcept { return base_.cluster(); }
-  const training_spec& training() const noexcept { return base_.training(); }
+  [[nodiscard]] const M& base() const noexcept { return base_; }
+  [[nodiscard]] const calibration_options& options() const noexcept { return options_; }
+  [[nodiscard]] const model_spec& model() const noexcept { return base_.model(); }
+  [[nodiscard]] const cluster_spec& cluster() const noexcept { return base_.cluster(); }
+  [[nodiscard]] const training_spec& training() const noexcept { return base_.training(); }
   /// M's budget until a peak has been measured; then capacity minus the larger of the spec's
   /// headroom_bytes and measured_headroom_fraction of capacity.
-  double memory_budget() const noexcept {
+  [[nodiscard]] double memory_budget() const noexcept {
     if (!memory_measured_) return static_cast<double>(base_.memory_budget());
     const double capacity = static_cast<double>(cluster().gpu.memory_bytes);
     return capacity - std::max(training().headroom_bytes, options_.measured_headroom_fraction * capacity);
@@ -343,7 +348,7 @@ public:
 
   // ---- predictions --------------------------------------------------------------------------
 
-  double seconds(const micro_batch_shape& s, const execution_config& c) const {
+  [[nodiscard]] double seconds(const micro_batch_shape& s, const execution_config& c) const {
     const auto t = time_basis::values(base_, s, c);
     double out = 0;
     for (std::size_t k = 0; k < time_term_count; ++k) out += time_weights_[k] * t[k];
@@ -351,6 +356,7 @@ public:
   }
 
   /// A floor on what s adds to any micro-batch under c: the terms' own floors, reweighted.
+  [[nodiscard]]
   double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const {
     const auto t = time_basis::marginals(base_, s, c);
     double out = 0;
@@ -358,14 +364,14 @@ public:
     return std::max(0.0, out);
   }
 
-  double peak_bytes(const micro_batch_shape& s, const execution_config& c) const {
+  [[nodiscard]] double peak_bytes(const micro_batch_shape& s, const execution_config& c) const {
     const auto [fixed, growing] = memory_parts(s, c);
     return (fixed + growing * tightening_of(c)) * memory_safety_;
   }
 
   /// M's gradient synchronisation, unchanged (measured per step, not per micro-batch); 0, the
   /// scheduler's default, for a model without one.
-  double gradient_sync_seconds() const {
+  [[nodiscard]] double gradient_sync_seconds() const {
     if constexpr (requires { base_.gradient_sync_seconds(); })
       return static_cast<double>(base_.gradient_sync_seconds());
     else
@@ -408,25 +414,29 @@ public:
   }
 
   /// The measured micro-batches the fit uses (the window), oldest first.
-  const std::vector<observation>& observations() const noexcept { return window_; }
+  [[nodiscard]] const std::vector<observation>& observations() const noexcept { return window_; }
 
   /// The current weight of each time term (M's terms, in M::time_term_names order).
+  [[nodiscard]]
   const std::array<double, time_term_count>& time_weights() const noexcept { return time_weights_; }
+  [[nodiscard]]
   static constexpr std::array<std::string_view, time_term_count> time_term_names() noexcept {
     return time_basis::names;
   }
+  [[nodiscard]]
   const std::array<double, memory_term_count>& memory_weights() const noexcept { return memory_weights_; }
+  [[nodiscard]]
   static constexpr std::array<std::string_view, memory_term_count> memory_term_names() noexcept {
     return memory_basis::names;
   }
   /// The factor on activation memory of (degree, sp) configurations from out-of-memory reports
   /// (1 when none).
-  double tightening_of(const execution_config& c) const noexcept {
+  [[nodiscard]] double tightening_of(const execution_config& c) const noexcept {
     for (const auto& t : tightenings_)
       if (t.degree == c.degree && t.sp == c.sp) return t.factor;
     return 1.0;
   }
-  calibration_report report() const {
+  [[nodiscard]] calibration_report report() const {
     calibration_report r;
     r.observations = window_.size();
     r.out_of_memory = out_of_memory_;
@@ -459,6 +469,7 @@ private:
     double fixed = 0;
     double growing = 0;
   };
+  [[nodiscard]]
   memory_split memory_parts(const micro_batch_shape& s, const execution_config& c) const {
     const auto m = memory_basis::values(base_, s, c);
     memory_split out;

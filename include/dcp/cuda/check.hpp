@@ -12,7 +12,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 
 namespace detail {
 /// CUDA's name and text for `code`, e.g. "cudaErrorNoDevice: no CUDA-capable device is detected".
-inline std::string error_text(cudaError_t code) {
+[[nodiscard]] inline std::string error_text(cudaError_t code) {
   const char* name = cudaGetErrorName(code);
   const char* text = cudaGetErrorString(code);
   std::string out = name ? name : "";

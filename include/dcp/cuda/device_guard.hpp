@@ -26,7 +26,7 @@ public:
   }
 
   /// The device that was current before the guard.
-  int previous() const noexcept { return previous_; }
+  [[nodiscard]] int previous() const noexcept { return previous_; }
 
 private:
   int device_ = 0;

@@ -53,7 +53,7 @@ public:
   event_timer& operator=(const event_timer&) = delete;
   ~event_timer() { release(); }
 
-  cudaStream_t stream() const noexcept { return stream_; }
+  [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
 
   /// Records the start event on the stream.
   void start() {
@@ -71,7 +71,7 @@ public:
 
   /// Waits until the stream reaches the stop event and returns the seconds since the start event;
   /// throws dcp::error unless start() and then stop() were called.
-  double seconds() {
+  [[nodiscard]] double seconds() {
     if (!stopped_)
       throw error("dcp::cuda::event_timer::seconds: the timer was not stopped after a start");
     check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
@@ -82,7 +82,7 @@ public:
 
   /// start(), work(), stop(), seconds(): the device time of what `work` enqueues on the stream.
   template <class F>
-  double time(F&& work) {
+  [[nodiscard]] double time(F&& work) {
     start();
     std::forward<F>(work)();
     stop();

@@ -26,7 +26,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 ///     });
 ///   }
 template <class F>
-execution_report measure(cudaStream_t stream, F&& run) {
+[[nodiscard]] execution_report measure(cudaStream_t stream, F&& run) {
   event_timer timer(stream);
   memory_peak memory;
   timer.start();

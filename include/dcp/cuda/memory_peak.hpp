@@ -18,7 +18,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 /// caching allocator holds without handing it out; so it bounds a micro-batch's own use from
 /// above. A framework whose allocator tracks its own peak (PyTorch's max_memory_allocated)
 /// should report that instead.
-inline std::size_t device_bytes_in_use() {
+[[nodiscard]] inline std::size_t device_bytes_in_use() {
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
@@ -40,7 +40,7 @@ public:
     return now;
   }
   /// The largest sample so far, in bytes.
-  std::size_t peak_bytes() const noexcept { return peak_; }
+  [[nodiscard]] std::size_t peak_bytes() const noexcept { return peak_; }
 
 private:
   std::size_t peak_ = 0;

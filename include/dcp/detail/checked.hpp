@@ -21,6 +21,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 inline constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
 
 /// a + b, or nullopt where int64 cannot hold it.
+[[nodiscard]]
 constexpr std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) noexcept {
   std::int64_t out = 0;
   if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
@@ -28,6 +29,7 @@ constexpr std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b
 }
 
 /// a * b, or nullopt where int64 cannot hold it.
+[[nodiscard]]
 constexpr std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) noexcept {
   std::int64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
@@ -42,16 +44,19 @@ struct checked_int64 {
 
   constexpr checked_int64(std::int64_t v = 0) noexcept : value(v) {}  // NOLINT: implicit on purpose
 
+  [[nodiscard]]
   friend constexpr checked_int64 operator+(checked_int64 a, checked_int64 b) noexcept {
     checked_int64 out;
     out.overflow = a.overflow || b.overflow || __builtin_add_overflow(a.value, b.value, &out.value);
     return out;
   }
+  [[nodiscard]]
   friend constexpr checked_int64 operator-(checked_int64 a, checked_int64 b) noexcept {
     checked_int64 out;
     out.overflow = a.overflow || b.overflow || __builtin_sub_overflow(a.value, b.value, &out.value);
     return out;
   }
+  [[nodiscard]]
   friend constexpr checked_int64 operator*(checked_int64 a, checked_int64 b) noexcept {
     checked_int64 out;
     out.overflow = a.overflow || b.overflow || __builtin_mul_overflow(a.value, b.value, &out.value);
@@ -63,7 +68,7 @@ struct checked_int64 {
 
 /// A double as message text: the shortest form that reads back as the same value ("0.7",
 /// "-1e-06", "nan", "inf"); std::to_string would print 1e-9 as "0.000000".
-inline std::string number_text(double value) {
+[[nodiscard]] inline std::string number_text(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
 #if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
@@ -79,7 +84,7 @@ inline std::string number_text(double value) {
 
 /// A byte count as whole bytes for any double: truncated to an integer where int64 holds it
 /// (the cast of a value >= 2^63 to long long is undefined), every digit of the double beyond.
-inline std::string bytes_text(double bytes) {
+[[nodiscard]] inline std::string bytes_text(double bytes) {
   if (!std::isfinite(bytes)) return number_text(bytes);
   constexpr double two_63 = 9223372036854775808.0;
   if (bytes > -two_63 && bytes < two_63) return std::to_string(static_cast<long long>(bytes));

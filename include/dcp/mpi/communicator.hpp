@@ -31,7 +31,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::mpi {
 
 namespace detail {
 /// The text MPI gives for an error code (empty if it has none).
-inline std::string error_text(int code) {
+[[nodiscard]] inline std::string error_text(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS || length <= 0) return {};
@@ -59,7 +59,7 @@ struct environment_options {
 
 namespace detail {
 /// "rank 2 of 4" of MPI_COMM_WORLD, or "rank ?" when MPI cannot tell.
-inline std::string world_rank_text() {
+[[nodiscard]] inline std::string world_rank_text() {
   int rank = -1;
   int size = -1;
   int initialised = 0;
@@ -142,7 +142,7 @@ public:
     MPI_Finalize();
   }
 
-  const environment_options& options() const noexcept { return options_; }
+  [[nodiscard]] const environment_options& options() const noexcept { return options_; }
 
   /// Runs `fn` (returning int, the exit code, or void for 0) with MPI initialised, and returns
   /// its result after MPI_Finalize. Any exception out of fn is printed with this rank's number
@@ -151,7 +151,7 @@ public:
   ///   int main(int argc, char** argv) { return dcp::mpi::environment::run(argc, argv, [&] { ... }); }
   template <class F>
     requires std::invocable<F&>
-  static int run(int& argc, char**& argv, F&& fn, environment_options options = {}) {
+  [[nodiscard]] static int run(int& argc, char**& argv, F&& fn, environment_options options = {}) {
     std::optional<environment> env;
     try {
       env.emplace(&argc, &argv, options);
@@ -209,11 +209,11 @@ private:
 class communicator {
 public:
   /// A handle on MPI_COMM_WORLD (borrowed).
-  static communicator world() { return borrowed(MPI_COMM_WORLD); }
+  [[nodiscard]] static communicator world() { return borrowed(MPI_COMM_WORLD); }
   /// A handle that never frees `comm`.
-  static communicator borrowed(MPI_Comm comm) { return communicator(comm, false); }
+  [[nodiscard]] static communicator borrowed(MPI_Comm comm) { return communicator(comm, false); }
   /// A handle that frees `comm` with MPI_Comm_free when destroyed.
-  static communicator owning(MPI_Comm comm) { return communicator(comm, true); }
+  [[nodiscard]] static communicator owning(MPI_Comm comm) { return communicator(comm, true); }
 
   communicator(communicator&& other) noexcept
       : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
@@ -234,14 +234,14 @@ public:
   communicator& operator=(const communicator&) = delete;
   ~communicator() { release(); }
 
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
   /// The MPI handle (still owned by this object when owning).
-  MPI_Comm native() const noexcept { return comm_; }
-  bool owns() const noexcept { return owned_; }
+  [[nodiscard]] MPI_Comm native() const noexcept { return comm_; }
+  [[nodiscard]] bool owns() const noexcept { return owned_; }
 
   /// MPI_Allgather of MPI_INT64_T: size() * mine.size() values, rank-major.
-  std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) {
+  [[nodiscard]] std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) {
     if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
       throw error("dcp::mpi::communicator::all_gather: " + std::to_string(mine.size()) +
                   " values is more than one MPI call can send");
@@ -257,7 +257,7 @@ public:
 
   /// MPI_Comm_split: equal non-negative colours form a group ordered by (key, rank); a negative
   /// colour passes MPI_UNDEFINED and gives nullopt. Collective.
-  std::optional<communicator> split(int color, int key) {
+  [[nodiscard]] std::optional<communicator> split(int color, int key) {
     MPI_Comm made = MPI_COMM_NULL;
     check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &made), "MPI_Comm_split");
     if (made == MPI_COMM_NULL) return std::nullopt;

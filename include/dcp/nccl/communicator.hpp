@@ -60,7 +60,7 @@ public:
   static_assert(sizeof(ncclUniqueId) == id_words * sizeof(std::int64_t));
 
   /// A new id for init_rank (ncclGetUniqueId on this process; needs no GPU).
-  static ncclUniqueId unique_id() {
+  [[nodiscard]] static ncclUniqueId unique_id() {
     ncclUniqueId id{};
     check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     return id;
@@ -69,6 +69,7 @@ public:
   /// ncclCommInitRank: rank `rank` of `size` on GPU `device`, every rank passing the same `id`.
   /// Collective over the `size` ranks. Leaves `device` current on the calling thread, as NCCL's
   /// initialisation needs it to be. Bad arguments throw dcp::error naming them.
+  [[nodiscard]]
   static communicator init_rank(const ncclUniqueId& id, int rank, int size, int device) {
     if (size < 1 || rank < 0 || rank >= size || device < 0)
       throw error("dcp::nccl::communicator::init_rank: rank = " + std::to_string(rank) +
@@ -88,7 +89,7 @@ public:
   /// rank) before any of them waits in ncclCommInitRank. A failure inside ncclCommInitRank on one
   /// rank still leaves the others waiting there: abort the job (MPI_Abort) on such an error.
   template <::dcp::communicator C>
-  static communicator bootstrap(C& over, int device) {
+  [[nodiscard]] static communicator bootstrap(C& over, int device) {
     const auto rank = static_cast<std::int64_t>(over.rank());
     const auto size = static_cast<std::int64_t>(over.size());
     if (size > std::numeric_limits<int>::max())
@@ -155,18 +156,18 @@ public:
   communicator& operator=(const communicator&) = delete;
   ~communicator() { release(); }
 
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
   /// The GPU this rank drives.
-  int device() const noexcept { return device_; }
+  [[nodiscard]] int device() const noexcept { return device_; }
   /// The NCCL handle (still owned by this object); null once moved from or closed.
-  ncclComm_t native() const noexcept { return comm_; }
+  [[nodiscard]] ncclComm_t native() const noexcept { return comm_; }
   /// The stream all_gather runs on (created non-blocking, owned by this object).
-  cudaStream_t stream() const noexcept { return stream_; }
+  [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
 
   /// ncclAllGather of ncclInt64: size() * mine.size() values, rank-major. Copies `mine` into
   /// this rank's slot of a device buffer, gathers in place, copies back and waits. Collective.
-  std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) {
+  [[nodiscard]] std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) {
     std::vector<std::int64_t> out(static_cast<std::size_t>(size_) * mine.size());
     if (mine.empty()) return out;  // every rank passes the same count, so every rank skips NCCL
     const cuda::device_guard on(device_);
@@ -191,7 +192,7 @@ public:
   /// ncclCommSplit: equal non-negative colours form a group ordered by (key, rank); a negative
   /// colour passes NCCL_SPLIT_NOCOLOR and gives nullopt. The child drives the same device.
   /// Collective.
-  std::optional<communicator> split(int color, int key) {
+  [[nodiscard]] std::optional<communicator> split(int color, int key) {
     const cuda::device_guard on(device_);
     ncclComm_t made = nullptr;
     check(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &made, nullptr),

@@ -44,9 +44,9 @@ struct balanced_placement {
   bool exact_best_static = false;
 
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
-  std::string_view name() const noexcept { return "balanced"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "balanced"; }
   friend constexpr bool operator==(const balanced_placement&, const balanced_placement&) = default;
 };
 
@@ -58,7 +58,7 @@ public:
   balanced_solver(const Context& ctx, const balanced_placement& options)
       : ctx_(ctx), options_(options), gpus_(static_cast<std::size_t>(ctx.gpus())) {}
 
-  placement solve() {
+  [[nodiscard]] placement solve() {
     classify();
     const auto targets = candidate_targets();
     // Rank every target by the fluid estimate, then schedule the best few in full.
@@ -147,7 +147,7 @@ private:
   // Targets worth trying: the samples' own degree_option times (thinned evenly by rank), a geometric
   // grid from the slowest "fastest option" of a long sample (no lower target can be met by
   // all) to the largest degree_option time, and infinity (every sample at its cheapest degree).
-  std::vector<double> candidate_targets() const {
+  [[nodiscard]] std::vector<double> candidate_targets() const {
     double floor = 0;
     for (const auto& item : longs_) {
       double fastest = std::numeric_limits<double>::infinity();
@@ -179,7 +179,7 @@ private:
     return targets;
   }
 
-  bool may_use(const long_item& item, std::size_t k, double target) const {
+  [[nodiscard]] bool may_use(const long_item& item, std::size_t k, double target) const {
     if (!item.menu[k].feasible) return false;
     // Groups stay inside a node unless nothing fits there or the fastest in-node degree_option is
     // longer than the target makespan.
@@ -187,7 +187,7 @@ private:
   }
 
   // Degree index per long item for a target makespan.
-  std::vector<std::size_t> allot(double target) const {
+  [[nodiscard]] std::vector<std::size_t> allot(double target) const {
     std::vector<std::size_t> choice(longs_.size(), 0);
     for (std::size_t j = 0; j < longs_.size(); ++j) {
       const auto& item = longs_[j];
@@ -216,6 +216,7 @@ private:
   };
 
   // Multi-GPU samples on aligned blocks, degree descending then longest first.
+  [[nodiscard]]
   block_assignment place_blocks(const std::vector<std::size_t>& choice, bool with_short = true) const {
     block_assignment a;
     a.free.assign(gpus_, 0.0);
@@ -262,6 +263,7 @@ private:
   // (estimate, floor) of the makespan for an allotment: the floor is what no list schedule of
   // these estimates can beat (the busiest block, or the average load); the estimate adds half
   // the longest single-GPU item for the granularity of the fill.
+  [[nodiscard]]
   std::pair<double, double> fluid_estimate(const std::vector<std::size_t>& choice) const {
     const auto a = place_blocks(choice, false);
     double sum = std::accumulate(a.free.begin(), a.free.end(), 0.0) + short_sum_;
@@ -275,7 +277,7 @@ private:
     return {std::max(top, sum / static_cast<double>(gpus_) + 0.5 * longest_single), floor};
   }
 
-  bool needless_crossing(const std::vector<std::size_t>& choice, double floor) const {
+  [[nodiscard]] bool needless_crossing(const std::vector<std::size_t>& choice, double floor) const {
     for (std::size_t j = 0; j < longs_.size(); ++j)
       if (ctx_.crosses_nodes(choice[j]) && longs_[j].fits_intra && longs_[j].fastest_intra <= floor)
         return true;
@@ -284,7 +286,7 @@ private:
 
   // Full schedule for one allotment: blocks, single-GPU samples, packing, local search; nullopt
   // when a group crosses nodes although its in-node degree_option would not lengthen the step.
-  std::optional<placement> schedule(const std::vector<std::size_t>& choice) {
+  [[nodiscard]] std::optional<placement> schedule(const std::vector<std::size_t>& choice) {
     const auto a = place_blocks(choice);
     // Two assignments of the single-GPU samples, each packed; the one that finishes first is
     // refined. LPT balances best; filling ranks bucket by bucket up to the average load keeps
@@ -342,6 +344,7 @@ private:
   // Single-GPU samples grouped by bucket (longest first within one), poured into the ranks in
   // order of their load after the multi-GPU samples, each rank filled up to the average
   // finish; what is left goes longest-processing-time-first.
+  [[nodiscard]]
   std::vector<std::vector<std::size_t>> fill_by_bucket(const block_assignment& a) const {
     auto items = a.singles;
     std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
@@ -435,7 +438,7 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-placement balanced_placement::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement balanced_placement::place(const placement_problem<M, R>& problem) const {
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
     auto ours = detail::balanced_solver<dcp::placement_context<M, R>>(ctx, *this).solve();

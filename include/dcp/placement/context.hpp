@@ -26,7 +26,7 @@ struct degree_option {
 };
 
 /// Powers of two up to the cluster size; Ulysses degrees must also divide the head count.
-inline std::vector<std::int64_t> allowed_degrees(const model_spec& model,
+[[nodiscard]] inline std::vector<std::int64_t> allowed_degrees(const model_spec& model,
                                                  const cluster_spec& cluster,
                                                  sequence_parallel sp) {
   std::vector<std::int64_t> degrees;
@@ -39,7 +39,7 @@ inline std::vector<std::int64_t> allowed_degrees(const model_spec& model,
 
 namespace detail {
 
-inline std::string format_gib(double bytes) {
+[[nodiscard]] inline std::string format_gib(double bytes) {
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(1);
@@ -68,22 +68,24 @@ public:
     }
   }
 
-  const placement_problem<M, R>& problem() const noexcept { return problem_; }
-  std::size_t size() const noexcept { return shapes_.size(); }
-  const micro_batch_shape& shape(std::size_t i) const noexcept { return shapes_[i]; }
-  std::int32_t bucket(std::size_t i) const noexcept { return problem_.buckets[i]; }
-  const std::vector<std::int64_t>& degrees() const noexcept { return degrees_; }
-  std::int64_t degree(std::size_t k) const noexcept { return degrees_[k]; }
-  std::int64_t gpus() const noexcept { return gpus_; }
-  std::int64_t gpus_per_node() const noexcept { return gpus_per_node_; }
+  [[nodiscard]] const placement_problem<M, R>& problem() const noexcept { return problem_; }
+  [[nodiscard]] std::size_t size() const noexcept { return shapes_.size(); }
+  [[nodiscard]] const micro_batch_shape& shape(std::size_t i) const noexcept { return shapes_[i]; }
+  [[nodiscard]] std::int32_t bucket(std::size_t i) const noexcept { return problem_.buckets[i]; }
+  [[nodiscard]] const std::vector<std::int64_t>& degrees() const noexcept { return degrees_; }
+  [[nodiscard]] std::int64_t degree(std::size_t k) const noexcept { return degrees_[k]; }
+  [[nodiscard]] std::int64_t gpus() const noexcept { return gpus_; }
+  [[nodiscard]] std::int64_t gpus_per_node() const noexcept { return gpus_per_node_; }
+  [[nodiscard]]
   bool crosses_nodes(std::size_t k) const noexcept { return degrees_[k] > gpus_per_node_; }
-  double budget() const noexcept { return budget_; }
-  sequence_parallel sp() const noexcept { return sp_; }
-  double empty_seconds(std::size_t k) const noexcept { return empty_seconds_[k]; }
+  [[nodiscard]] double budget() const noexcept { return budget_; }
+  [[nodiscard]] sequence_parallel sp() const noexcept { return sp_; }
+  [[nodiscard]] double empty_seconds(std::size_t k) const noexcept { return empty_seconds_[k]; }
 
   /// A floor on the time sample i, run as degree_option `o` at degree index k, adds to any
   /// micro-batch: the cost model's `marginal_seconds` when it has one, otherwise its seconds
   /// minus those of an empty micro-batch with the same setting (cost_model requirement 5).
+  [[nodiscard]]
   double marginal_seconds(std::size_t i, const degree_option& o, std::size_t k) const {
     const auto c = config(k, o.recompute);
     if constexpr (requires { problem_.cost.marginal_seconds(shapes_[i], c); }) {
@@ -96,12 +98,12 @@ public:
     }
   }
 
-  execution_config config(std::size_t k, recompute_setting r = {}) const noexcept {
+  [[nodiscard]] execution_config config(std::size_t k, recompute_setting r = {}) const noexcept {
     return {degrees_[k], sp_, r};
   }
 
   /// evaluate() of sample i alone at degree index k, computed once per (sample, degree).
-  const degree_option& alone(std::size_t i, std::size_t k) const {
+  [[nodiscard]] const degree_option& alone(std::size_t i, std::size_t k) const {
     if (alone_.empty()) alone_.resize(degrees_.size());
     auto& column = alone_[k];
     if (column.empty()) {
@@ -119,7 +121,7 @@ public:
   /// Peak bytes of `shape` at degree index k if the recompute strategy runs it with exactly
   /// `setting` and it fits the budget; nullopt otherwise. The budget check comes first: it is
   /// one cost-model call and rejects most attempts.
-  std::optional<double> runs_with(const micro_batch_shape& shape, std::size_t k,
+  [[nodiscard]] std::optional<double> runs_with(const micro_batch_shape& shape, std::size_t k,
                                   recompute_setting setting) const {
     const double bytes = problem_.cost.peak_bytes(shape, config(k, setting));
     if (bytes > budget_) return std::nullopt;
@@ -130,16 +132,17 @@ public:
     return bytes;
   }
 
-  double empty_bytes(std::size_t k) const noexcept { return empty_bytes_[k]; }
+  [[nodiscard]] double empty_bytes(std::size_t k) const noexcept { return empty_bytes_[k]; }
 
   /// Time and bytes of `shape` at degree index k with a given setting.
+  [[nodiscard]]
   degree_option run(const micro_batch_shape& shape, std::size_t k, recompute_setting setting) const {
     const auto c = config(k, setting);
     return {true, setting, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c)};
   }
 
   /// The recompute strategy's setting for this shape at degree index k, with its time and bytes.
-  degree_option evaluate(const micro_batch_shape& shape, std::size_t k) const {
+  [[nodiscard]] degree_option evaluate(const micro_batch_shape& shape, std::size_t k) const {
     const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
     if (!chosen) return {};
     const auto c = config(k, *chosen);
@@ -149,7 +152,7 @@ public:
   /// Time this sample adds to a micro-batch at degree index k, with its share of the fixed
   /// per-micro-step cost in proportion to the activation memory it takes (the packer fills
   /// micro-batches to the budget, so that share is how many micro-steps it costs).
-  double packed_estimate(std::size_t k, const degree_option& alone) const {
+  [[nodiscard]] double packed_estimate(std::size_t k, const degree_option& alone) const {
     const double fixed = empty_seconds_[k];
     const double room = std::max(budget_ - empty_bytes_[k], 1.0);
     const double share = std::clamp((alone.peak_bytes - empty_bytes_[k]) / room, 0.0, 1.0);
@@ -205,6 +208,7 @@ struct packed_batch {
 /// strategy's setting for the union is the one the micro-batch already has (packing never adds
 /// recomputation) and the union fits the budget.
 template <class Context>
+[[nodiscard]]
 std::vector<packed_batch> pack_to_budget(const Context& ctx, std::vector<std::size_t> items, std::size_t k) {
   const auto before = [&](std::size_t a, std::size_t b) {
     if (ctx.bucket(a) != ctx.bucket(b)) return ctx.bucket(a) > ctx.bucket(b);
@@ -255,7 +259,7 @@ std::vector<packed_batch> pack_to_budget(const Context& ctx, std::vector<std::si
 }
 
 /// Total seconds of a list of packed micro-batches.
-inline double total_seconds(const std::vector<packed_batch>& batches) noexcept {
+[[nodiscard]] inline double total_seconds(const std::vector<packed_batch>& batches) noexcept {
   double t = 0;
   for (const auto& b : batches) t += b.run.seconds;
   return t;

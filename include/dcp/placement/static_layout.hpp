@@ -22,7 +22,7 @@ namespace detail {
 
 /// The static layout at degree index k, or nullopt if some sample cannot run at that degree.
 template <class Context>
-std::optional<placement> static_layout(const Context& ctx, std::size_t k) {
+[[nodiscard]] std::optional<placement> static_layout(const Context& ctx, std::size_t k) {
   const std::int64_t d = ctx.degree(k);
   const auto groups = static_cast<std::size_t>(ctx.gpus() / d);
   std::vector<std::pair<double, std::size_t>> items;
@@ -52,7 +52,7 @@ std::optional<placement> static_layout(const Context& ctx, std::size_t k) {
 /// when some sample cannot run at that degree. Samples come longest first, so hopeless degrees
 /// are rejected after a few of them.
 template <class Context>
-bool static_may_beat(const Context& ctx, std::size_t k, double bound) {
+[[nodiscard]] bool static_may_beat(const Context& ctx, std::size_t k, double bound) {
   const auto groups = static_cast<double>(ctx.gpus() / ctx.degree(k));
   double work = 0;
   for (std::size_t i = 0; i < ctx.size(); ++i) {
@@ -68,7 +68,7 @@ bool static_may_beat(const Context& ctx, std::size_t k, double bound) {
 /// if none is. A degree is laid out only if its floor is below the best layout found so far,
 /// which keeps the search exact.
 template <class Context>
-std::optional<placement> best_static_layout(
+[[nodiscard]] std::optional<placement> best_static_layout(
     const Context& ctx, double beat = std::numeric_limits<double>::infinity()) {
   std::optional<placement> best;
   for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
@@ -88,7 +88,7 @@ struct static_placement {
   std::int64_t degree = 1;
 
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const {
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const {
     validate(execution_config{degree, problem.cost.training().sp, {}}, problem.cost.model(),
              problem.cost.cluster());
     return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
@@ -100,14 +100,14 @@ struct static_placement {
                              : *detail::static_layout(ctx, k);
     });
   }
-  std::string_view name() const noexcept { return "static"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "static"; }
   friend constexpr bool operator==(static_placement, static_placement) = default;
 };
 
 /// Searches every allowed degree and places the batch with the fastest static layout.
 struct best_static_placement {
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const {
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const {
     return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
       return place_with(ctx, problem);
     });
@@ -115,7 +115,7 @@ struct best_static_placement {
 
 private:
   template <class Context, class Problem>
-  static placement place_with(const Context& ctx, const Problem& problem) {
+  [[nodiscard]] static placement place_with(const Context& ctx, const Problem& problem) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "best-static"};
     auto best = detail::best_static_layout(ctx);
     if (!best) {
@@ -134,7 +134,7 @@ private:
   }
 
 public:
-  std::string_view name() const noexcept { return "best-static"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "best-static"; }
   friend constexpr bool operator==(best_static_placement, best_static_placement) = default;
 };
 

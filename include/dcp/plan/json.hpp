@@ -78,7 +78,7 @@ void write_json_number(std::ostream& os, Integer value) {
 
 /// 16 lowercase hex digits: JSON numbers are doubles to most readers, which cannot hold every
 /// 64-bit value.
-inline std::string fingerprint_hex(std::uint64_t fingerprint) {
+[[nodiscard]] inline std::string fingerprint_hex(std::uint64_t fingerprint) {
   constexpr char hex[] = "0123456789abcdef";
   std::string out(16, '0');
   for (int digit = 15; digit >= 0; --digit) {
@@ -216,7 +216,7 @@ inline void write_json(std::ostream& os, const step_plan& plan, const json_optio
 }
 
 /// The JSON document of `plan` as a string (see write_json).
-inline std::string to_json(const step_plan& plan, const json_options& options = {}) {
+[[nodiscard]] inline std::string to_json(const step_plan& plan, const json_options& options = {}) {
   std::ostringstream os;
   write_json(os, plan, options);
   return os.str();

@@ -35,7 +35,7 @@ namespace json {
 
 /// `text` fit for an error message: control bytes escaped, and cut after `limit` bytes (at a
 /// UTF-8 boundary) with "..." and the full length, so a huge value cannot flood the message.
-inline std::string excerpt(std::string_view text, std::size_t limit = 40) {
+[[nodiscard]] inline std::string excerpt(std::string_view text, std::size_t limit = 40) {
   constexpr char hex[] = "0123456789abcdef";
   std::size_t cut = text.size();
   if (cut > limit) {
@@ -59,7 +59,7 @@ inline std::string excerpt(std::string_view text, std::size_t limit = 40) {
 }
 
 /// The shortest decimal of `x` (std::to_chars), for messages: "nan" and "inf" included.
-inline std::string number_text(double x) {
+[[nodiscard]] inline std::string number_text(double x) {
   char buffer[32];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, x);
   return std::string(buffer, result.ptr);
@@ -77,31 +77,31 @@ struct value {
   std::size_t column = 1;           ///< byte on that line where it starts (1-based)
 
   /// The member `key`, or nullptr.
-  const value* find(std::string_view key) const noexcept {
+  [[nodiscard]] const value* find(std::string_view key) const noexcept {
     for (std::size_t i = 0; i < keys.size(); ++i)
       if (keys[i] == key) return &values[i];
     return nullptr;
   }
-  bool has(std::string_view key) const noexcept { return find(key) != nullptr; }
+  [[nodiscard]] bool has(std::string_view key) const noexcept { return find(key) != nullptr; }
   /// The member `key`; throws invalid_plan naming `path` when it is missing.
-  const value& at(std::string_view key, std::string_view path) const {
+  [[nodiscard]] const value& at(std::string_view key, std::string_view path) const {
     if (const value* member = find(key)) return *member;
     throw invalid_plan(std::string(path) + ": missing field '" + excerpt(key) + "' (object at line " +
                        std::to_string(line) + ", column " + std::to_string(column) + ")");
   }
-  const value& operator[](std::string_view key) const { return at(key, "object"); }
-  double number() const;
+  [[nodiscard]] const value& operator[](std::string_view key) const { return at(key, "object"); }
+  [[nodiscard]] double number() const;
   template <class T>
-  T integer() const;
+  [[nodiscard]] T integer() const;
 };
 
 /// "line L, column C" of `v`.
-inline std::string location(const value& v) {
+[[nodiscard]] inline std::string location(const value& v) {
   return "line " + std::to_string(v.line) + ", column " + std::to_string(v.column);
 }
 
 /// `v` in a few words for an error message: scalars as written (cut when long), containers by size.
-inline std::string describe(const value& v) {
+[[nodiscard]] inline std::string describe(const value& v) {
   switch (v.type) {
     case value::kind::null: return "null";
     case value::kind::boolean: return v.boolean ? "true" : "false";
@@ -120,7 +120,7 @@ public:
 
   reader(std::string_view text, std::string_view source) : text_(text), source_(source) {}
 
-  value document() {
+  [[nodiscard]] value document() {
     if (text_.substr(0, 3) == "\xEF\xBB\xBF") {  // a UTF-8 byte-order mark is skipped
       at_ = 3;
       line_start_ = 3;
@@ -139,9 +139,9 @@ private:
     bool is_key = false;
   };
 
-  std::size_t column() const noexcept { return at_ - line_start_ + 1; }
+  [[nodiscard]] std::size_t column() const noexcept { return at_ - line_start_ + 1; }
 
-  std::string path() const {
+  [[nodiscard]] std::string path() const {
     std::string out(source_);
     for (const auto& step : path_) {
       if (step.is_key) out += '.' + excerpt(step.key);
@@ -160,7 +160,7 @@ private:
   [[noreturn]] void fail(const std::string& what) const { fail_at(line_, column(), what); }
 
   /// The character at the cursor, for "found ..." in messages.
-  std::string found() const {
+  [[nodiscard]] std::string found() const {
     if (at_ >= text_.size()) return "the end of the input";
     const auto byte = static_cast<unsigned char>(text_[at_]);
     if (byte >= 0x20 && byte < 0x7f) return std::string("'") + text_[at_] + "'";
@@ -184,7 +184,7 @@ private:
       }
     }
   }
-  char peek() {
+  [[nodiscard]] char peek() {
     skip_space();
     if (at_ >= text_.size()) fail("unexpected end of input");
     return text_[at_];
@@ -193,13 +193,13 @@ private:
     if (peek() != c) fail(std::string("expected '") + c + "' " + std::string(after) + ", found " + found());
     ++at_;
   }
-  bool literal(std::string_view word) {
+  [[nodiscard]] bool literal(std::string_view word) {
     if (text_.substr(at_, word.size()) != word) return false;
     at_ += word.size();
     return true;
   }
 
-  value parse_value() {
+  [[nodiscard]] value parse_value() {
     if (++depth_ > max_depth) fail("nesting deeper than " + std::to_string(max_depth) + " levels");
     value v;
     const char c = peek();
@@ -299,7 +299,7 @@ private:
   }
 
   // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-  std::string parse_number() {
+  [[nodiscard]] std::string parse_number() {
     const std::size_t start = at_;
     auto digit = [&] { return at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '9'; };
     auto digits = [&](std::string_view where) {
@@ -325,7 +325,7 @@ private:
     return std::string(text_.substr(start, at_ - start));
   }
 
-  std::string parse_string() {
+  [[nodiscard]] std::string parse_string() {
     ++at_;  // the opening quote, seen by the caller
     std::string out;
     while (true) {
@@ -381,7 +381,7 @@ private:
     }
   }
 
-  unsigned hex4() {
+  [[nodiscard]] unsigned hex4() {
     unsigned code = 0;
     for (int i = 0; i < 4; ++i) {
       const char c = at_ < text_.size() ? text_[at_] : '\0';
@@ -397,7 +397,7 @@ private:
   }
 
   // Bytes of the well-formed UTF-8 sequence at the cursor (RFC 3629), 0 if there is none.
-  std::size_t utf8_length() const noexcept {
+  [[nodiscard]] std::size_t utf8_length() const noexcept {
     auto byte = [&](std::size_t i) -> unsigned {
       return at_ + i < text_.size() ? static_cast<unsigned char>(text_[at_ + i]) : 0u;
     };
@@ -451,7 +451,7 @@ private:
 };
 
 /// Parses one JSON document; errors name `source`, the line, the column and the path.
-inline value parse(std::string_view text, std::string_view source = "<json>") {
+[[nodiscard]] inline value parse(std::string_view text, std::string_view source = "<json>") {
   return reader(text, source).document();
 }
 
@@ -477,7 +477,7 @@ inline const value& require(const value& v, value::kind type, std::string_view p
 
 /// "a 64-bit integer (-9223372036854775808..9223372036854775807)" and the like.
 template <class T>
-std::string integer_kind() {
+[[nodiscard]] std::string integer_kind() {
   return std::string(std::is_signed_v<T> ? "a " : "an unsigned ") + std::to_string(sizeof(T) * 8) +
          "-bit integer (" + std::to_string(std::numeric_limits<T>::min()) + ".." +
          std::to_string(std::numeric_limits<T>::max()) + ")";
@@ -486,7 +486,7 @@ std::string integer_kind() {
 /// `v` as T when it is a number that T holds exactly (integers: written as integers, in range);
 /// no message is built, for hot loops. as() says why not.
 template <class T>
-bool try_as(const value& v, T& out) noexcept {
+[[nodiscard]] bool try_as(const value& v, T& out) noexcept {
   if (v.type != value::kind::number) return false;
   const auto* first = v.text.data();
   const auto* last = first + v.text.size();
@@ -497,7 +497,7 @@ bool try_as(const value& v, T& out) noexcept {
 /// `v` as a number of type T (integer or double); throws invalid_plan naming `path` and the
 /// value: not a number, not an integer, or outside T's range (1e400 is not a double).
 template <class T>
-T as(const value& v, std::string_view path) {
+[[nodiscard]] T as(const value& v, std::string_view path) {
   static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>);
   if (v.type != value::kind::number)
     reject(v, path, std::string(std::is_integral_v<T> ? "expected an integer" : "expected a number") +
@@ -519,7 +519,7 @@ T as(const value& v, std::string_view path) {
 
 /// as<T>, and at least `min`.
 template <class T>
-T at_least(const value& v, std::string_view path, T min) {
+[[nodiscard]] T at_least(const value& v, std::string_view path, T min) {
   const T out = as<T>(v, path);
   if (out < min) {
     if constexpr (std::is_integral_v<T>)
@@ -530,9 +530,9 @@ T at_least(const value& v, std::string_view path, T min) {
   return out;
 }
 
-inline double value::number() const { return as<double>(*this, "value"); }
+[[nodiscard]] inline double value::number() const { return as<double>(*this, "value"); }
 template <class T>
-T value::integer() const {
+[[nodiscard]] T value::integer() const {
   return as<T>(*this, "value");
 }
 
@@ -543,6 +543,7 @@ T value::integer() const {
 /// not negative, integers fit their type; unknown fields are ignored. Whether the plan is valid
 /// for a batch and a cluster is validate_plan's job. Errors name the field's path, its line and
 /// column, and the value found.
+[[nodiscard]]
 inline step_plan read_plan_json(std::string_view text, std::string_view source = "<plan>") {
   using json::value;
   using kind = value::kind;

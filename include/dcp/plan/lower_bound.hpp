@@ -17,7 +17,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 template <class Context>
-double lower_bound_seconds(const Context& ctx) {
+[[nodiscard]] double lower_bound_seconds(const Context& ctx) {
   const std::size_t n = ctx.size();
   if (n == 0) return 0.0;
   const auto relaxed = ctx.evaluate(micro_batch_shape{}, 0).recompute;

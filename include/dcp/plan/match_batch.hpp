@@ -24,6 +24,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 /// The "tokens" each micro-step of a dcp.step_plan/1 document states, in document order;
 /// nullopt where a micro-step leaves the field out (it is optional for readers). Throws
 /// invalid_plan, as read_plan_json does, when the document or a stated value is malformed.
+[[nodiscard]]
 inline std::vector<std::optional<std::int64_t>> read_stated_tokens(std::string_view text,
                                                                    std::string_view source = "<plan>") {
   const auto doc = json::parse(text, source);
@@ -46,6 +47,7 @@ inline std::vector<std::optional<std::int64_t>> read_stated_tokens(std::string_v
 namespace detail {
 
 /// "a, b, c, ... (n in all)": the first few of `ids`, for messages.
+[[nodiscard]]
 inline std::string listed_ids(std::span<const std::uint64_t> ids, std::size_t shown = 5) {
   std::string out;
   for (std::size_t i = 0; i < ids.size() && i < shown; ++i)

@@ -31,10 +31,10 @@ struct micro_step {
   double seconds = 0;            ///< predicted duration
   double peak_bytes = 0;         ///< predicted peak bytes on each GPU of the group
 
-  std::int64_t degree() const noexcept { return config.degree; }
+  [[nodiscard]] std::int64_t degree() const noexcept { return config.degree; }
   /// first_rank + degree - 1, saturated at the int64 limit (a micro-step read from elsewhere
   /// may hold any values until validate_plan has checked it; nothing here overflows).
-  std::int64_t last_rank() const noexcept {
+  [[nodiscard]] std::int64_t last_rank() const noexcept {
     if (config.degree < 1) return first_rank;
     const std::int64_t span = config.degree - 1;
     return first_rank > std::numeric_limits<std::int64_t>::max() - span
@@ -42,12 +42,12 @@ struct micro_step {
                : first_rank + span;
   }
   /// Whether `rank` is in [first_rank, first_rank + degree), without computing the end.
-  bool includes(std::int64_t rank) const noexcept {
+  [[nodiscard]] bool includes(std::int64_t rank) const noexcept {
     return config.degree > 0 && rank >= first_rank &&
            static_cast<std::uint64_t>(rank) - static_cast<std::uint64_t>(first_rank) <
                static_cast<std::uint64_t>(config.degree);
   }
-  double end_seconds() const noexcept { return start_seconds + seconds; }
+  [[nodiscard]] double end_seconds() const noexcept { return start_seconds + seconds; }
 
   friend bool operator==(const micro_step&, const micro_step&) = default;
 };
@@ -68,13 +68,14 @@ struct step_plan {
   std::uint64_t fingerprint = 0;
 
   /// Relative distance to the lower bound: makespan / bound - 1 (0 for an empty plan).
-  double gap() const noexcept {
+  [[nodiscard]] double gap() const noexcept {
     return lower_bound_seconds > 0 ? makespan_seconds / lower_bound_seconds - 1.0 : 0.0;
   }
+  [[nodiscard]]
   double step_seconds() const noexcept { return makespan_seconds + gradient_sync_seconds; }
 
   /// Indices into micro_steps of the steps rank `rank` runs, in execution order.
-  std::vector<std::size_t> steps_of(std::int64_t rank) const {
+  [[nodiscard]] std::vector<std::size_t> steps_of(std::int64_t rank) const {
     std::vector<std::size_t> out;
     for (std::size_t i = 0; i < micro_steps.size(); ++i)
       if (micro_steps[i].includes(rank)) out.push_back(i);
@@ -82,7 +83,7 @@ struct step_plan {
   }
 
   /// Predicted busy seconds of each rank.
-  std::vector<double> busy_seconds() const {
+  [[nodiscard]] std::vector<double> busy_seconds() const {
     std::vector<double> busy(static_cast<std::size_t>(gpus), 0.0);
     for (const auto& m : micro_steps)
       for (auto r = m.first_rank; r <= m.last_rank(); ++r) busy[static_cast<std::size_t>(r)] += m.seconds;
@@ -90,14 +91,14 @@ struct step_plan {
   }
 
   /// Fraction of GPU time idle before the makespan.
-  double idle_fraction() const {
+  [[nodiscard]] double idle_fraction() const {
     if (makespan_seconds <= 0 || gpus == 0) return 0.0;
     double busy = 0;
     for (const auto& m : micro_steps) busy += m.seconds * static_cast<double>(m.degree());
     return 1.0 - busy / (makespan_seconds * static_cast<double>(gpus));
   }
 
-  std::int64_t total_tokens() const noexcept {
+  [[nodiscard]] std::int64_t total_tokens() const noexcept {
     std::int64_t t = 0;
     for (const auto& m : micro_steps) t += m.tokens;
     return t;
@@ -120,7 +121,7 @@ public:
   void u64(std::uint64_t v) noexcept { bytes(&v, sizeof v); }
   void i64(std::int64_t v) noexcept { u64(static_cast<std::uint64_t>(v)); }
   void f64(double v) noexcept { u64(std::bit_cast<std::uint64_t>(v)); }
-  std::uint64_t value() const noexcept { return hash_; }
+  [[nodiscard]] std::uint64_t value() const noexcept { return hash_; }
 
 private:
   std::uint64_t hash_ = 1469598103934665603ull;
@@ -128,7 +129,7 @@ private:
 }  // namespace detail
 
 /// Hash of what ranks must agree on: the order, groups, samples, settings and loss scales.
-inline std::uint64_t compute_fingerprint(const step_plan& plan) noexcept {
+[[nodiscard]] inline std::uint64_t compute_fingerprint(const step_plan& plan) noexcept {
   detail::fnv1a h;
   h.i64(plan.gpus);
   for (const auto& m : plan.micro_steps) {

@@ -84,7 +84,7 @@ inline void validate_batch(std::span<const sample> batch) {
 
 /// The canonical order plans are built in: tokens descending, then id ascending. The plan
 /// depends on the input only through this order, so any permutation gives the same plan.
-inline std::vector<sample> canonical_order(std::span<const sample> batch) {
+[[nodiscard]] inline std::vector<sample> canonical_order(std::span<const sample> batch) {
   std::vector<sample> sorted(batch.begin(), batch.end());
   std::sort(sorted.begin(), sorted.end(), [](const sample& a, const sample& b) {
     if (a.tokens != b.tokens) return a.tokens > b.tokens;

@@ -12,6 +12,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 namespace detail {
 template <cost_model M>
+[[nodiscard]]
 bool fits(const M& m, const micro_batch_shape& s, execution_config c, recompute_setting r) {
   c.recompute = r;
   return m.peak_bytes(s, c) <= m.memory_budget();
@@ -19,7 +20,7 @@ bool fits(const M& m, const micro_batch_shape& s, execution_config c, recompute_
 
 /// `r` if the micro-batch fits with it, else nullopt: the whole of a fixed-setting strategy.
 template <cost_model M>
-std::optional<recompute_setting> if_fits(const M& m, const micro_batch_shape& s,
+[[nodiscard]] std::optional<recompute_setting> if_fits(const M& m, const micro_batch_shape& s,
                                          const execution_config& c, recompute_setting r) {
   if (fits(m, s, c, r)) return r;
   return std::nullopt;
@@ -30,11 +31,11 @@ std::optional<recompute_setting> if_fits(const M& m, const micro_batch_shape& s,
 struct no_recompute {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
     return detail::if_fits(m, s, c, recompute_setting::none());
   }
-  constexpr std::string_view name() const noexcept { return "none"; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "none"; }
   friend constexpr bool operator==(no_recompute, no_recompute) noexcept { return true; }
 };
 
@@ -42,11 +43,11 @@ struct no_recompute {
 struct full_recompute {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
     return detail::if_fits(m, s, c, recompute_setting::full(m.model().layers));
   }
-  constexpr std::string_view name() const noexcept { return "full"; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "full"; }
   friend constexpr bool operator==(full_recompute, full_recompute) noexcept { return true; }
 };
 
@@ -54,11 +55,11 @@ struct full_recompute {
 struct selective_recompute {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
     return detail::if_fits(m, s, c, recompute_setting::selective_only());
   }
-  constexpr std::string_view name() const noexcept { return "selective"; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "selective"; }
   friend constexpr bool operator==(selective_recompute, selective_recompute) noexcept {
     return true;
   }
@@ -70,7 +71,7 @@ struct selective_recompute {
 struct pyramid_recompute {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
     if (detail::fits(m, s, c, recompute_setting::none())) return recompute_setting::none();
     const auto layers = m.model().layers;
@@ -84,7 +85,7 @@ struct pyramid_recompute {
     }
     return recompute_setting::partial(high);
   }
-  constexpr std::string_view name() const noexcept { return "pyramid"; }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "pyramid"; }
   friend constexpr bool operator==(pyramid_recompute, pyramid_recompute) noexcept { return true; }
 };
 

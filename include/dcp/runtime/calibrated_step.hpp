@@ -58,6 +58,7 @@ struct calibrated_step_result {
 /// One observation per micro-step of `plan` (indexed like plan.micro_steps): its config and the
 /// shape of its samples in `batch`, with an empty report for the caller to fill. Throws
 /// dcp::error naming the micro-step and the id of a sample that is not in the batch.
+[[nodiscard]]
 inline std::vector<observation> plan_observations(const step_plan& plan, std::span<const sample> batch) {
   std::unordered_map<std::uint64_t, const sample*> by_id;
   by_id.reserve(batch.size());
@@ -81,6 +82,7 @@ inline std::vector<observation> plan_observations(const step_plan& plan, std::sp
 /// time and peak are the largest its members report; it ran out of memory if any member did.
 /// `reports` are this rank's, in the order of plan.steps_of(rank) (what run_step returns).
 template <communicator C>
+[[nodiscard]]
 std::vector<observation> share_observations(C& comm, const step_plan& plan, std::span<const sample> batch,
                                             std::span<const execution_report> reports) {
   const auto rank = static_cast<std::int64_t>(comm.rank());

@@ -24,13 +24,14 @@ public:
       : error(describe(call, code, detail)), call_(std::move(call)), code_(code), detail_(detail) {}
 
   /// The backend call that failed, e.g. "ncclCommSplit" or "MPI_Allgather".
-  const std::string& call() const noexcept { return call_; }
+  [[nodiscard]] const std::string& call() const noexcept { return call_; }
   /// The backend's return code, unchanged.
-  std::int64_t code() const noexcept { return code_; }
+  [[nodiscard]] std::int64_t code() const noexcept { return code_; }
   /// What the adapter added about the failure (may be empty).
-  const std::string& detail() const noexcept { return detail_; }
+  [[nodiscard]] const std::string& detail() const noexcept { return detail_; }
 
 private:
+  [[nodiscard]]
   static std::string describe(const std::string& call, std::int64_t code, const std::string& detail) {
     std::string out = call + " failed with code " + std::to_string(code);
     if (!detail.empty()) out += ": " + detail;

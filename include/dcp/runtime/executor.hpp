@@ -38,8 +38,8 @@ class step_error : public error {
 public:
   step_error(std::int64_t rank, std::int64_t sequence, const std::string& message)
       : error(message), rank_(rank), sequence_(sequence) {}
-  std::int64_t rank() const noexcept { return rank_; }
-  std::int64_t sequence() const noexcept { return sequence_; }
+  [[nodiscard]] std::int64_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::int64_t sequence() const noexcept { return sequence_; }
 
 private:
   std::int64_t rank_;

@@ -84,20 +84,20 @@ public:
     if (!slots_[level(degree)].created) create(degree);
   }
 
-  bool contains(std::int64_t degree) const noexcept {
+  [[nodiscard]] bool contains(std::int64_t degree) const noexcept {
     return degree >= 1 && degree <= size_ && (degree & (degree - 1)) == 0 && slots_[level(degree)].created;
   }
   /// Degrees created so far (one communicator each on this rank).
-  std::int64_t entries() const noexcept { return entries_; }
-  std::int64_t max_entries() const noexcept { return max_entries_; }
+  [[nodiscard]] std::int64_t entries() const noexcept { return entries_; }
+  [[nodiscard]] std::int64_t max_entries() const noexcept { return max_entries_; }
   /// Aligned groups that exist across the world: the sum of size / d over created degrees.
-  std::int64_t groups_in_world() const noexcept {
+  [[nodiscard]] std::int64_t groups_in_world() const noexcept {
     std::int64_t n = 0;
     for (std::size_t k = 0; k < slots_.size(); ++k)
       if (slots_[k].created) n += size_ >> k;
     return n;
   }
-  C& world() const noexcept { return *world_; }
+  [[nodiscard]] C& world() const noexcept { return *world_; }
 
 private:
   struct slot {
@@ -105,13 +105,13 @@ private:
     std::optional<group_type> group;
   };
 
-  static std::size_t level(std::int64_t degree) noexcept {
+  [[nodiscard]] static std::size_t level(std::int64_t degree) noexcept {
     std::size_t k = 0;
     while ((std::int64_t{1} << k) < degree) ++k;
     return k;
   }
 
-  static std::string request(std::int64_t first_rank, std::int64_t degree) {
+  [[nodiscard]] static std::string request(std::int64_t first_rank, std::int64_t degree) {
     return "group request (first_rank = " + std::to_string(first_rank) +
            ", degree = " + std::to_string(degree) + ")";
   }

@@ -58,7 +58,7 @@ struct in_process_group {
   };
   std::map<std::pair<std::uint64_t, std::int64_t>, pending_child> children;
 
-  int size() const noexcept { return static_cast<int>(members.size()); }
+  [[nodiscard]] int size() const noexcept { return static_cast<int>(members.size()); }
 };
 
 }  // namespace detail
@@ -66,22 +66,24 @@ struct in_process_group {
 /// One rank's handle on a group of an in_process_world. Models dcp::communicator.
 class in_process_communicator {
 public:
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return group_->size(); }
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return group_->size(); }
   /// This rank's rank in the world the group was split from.
+  [[nodiscard]]
   int world_rank() const noexcept { return group_->members[static_cast<std::size_t>(rank_)]; }
   /// The world ranks of the group, by group rank.
-  const std::vector<int>& world_ranks() const noexcept { return group_->members; }
+  [[nodiscard]] const std::vector<int>& world_ranks() const noexcept { return group_->members; }
   /// True when both handles are on the same group (ranks may differ).
+  [[nodiscard]]
   bool same_group(const in_process_communicator& other) const noexcept { return group_ == other.group_; }
 
-  std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) {
+  [[nodiscard]] std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) {
     return gather(mine).first;
   }
 
   /// Collective over this group: all-gathers (colour, key), then each member builds the member
   /// list of its colour ordered by (key, rank) — the way rank-list backends implement split.
-  std::optional<in_process_communicator> split(std::int64_t color, std::int64_t key) {
+  [[nodiscard]] std::optional<in_process_communicator> split(std::int64_t color, std::int64_t key) {
     const std::int64_t mine[2] = {color, key};
     const auto [all, round] = gather(mine);
     if (color < 0) return std::nullopt;
@@ -115,6 +117,7 @@ private:
       : group_(std::move(group)), rank_(rank) {}
 
   /// The all-gather, and the round it completed (the same on every rank of the group).
+  [[nodiscard]]
   std::pair<std::vector<std::int64_t>, std::uint64_t> gather(std::span<const std::int64_t> mine) {
     auto& g = *group_;
     std::unique_lock lock(g.shared->mutex);
@@ -166,10 +169,10 @@ public:
                                                         std::move(ranks));
   }
 
-  int size() const noexcept { return world_->size(); }
+  [[nodiscard]] int size() const noexcept { return world_->size(); }
 
   /// Rank `rank`'s handle on the whole world.
-  in_process_communicator communicator(int rank) const {
+  [[nodiscard]] in_process_communicator communicator(int rank) const {
     if (rank < 0 || rank >= size())
       throw error("in_process_world: rank " + std::to_string(rank) + " outside [0, " +
                   std::to_string(size()) + ")");

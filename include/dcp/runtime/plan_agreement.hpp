@@ -16,14 +16,14 @@
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
 namespace detail {
-inline std::string hex64(std::uint64_t value) {
+[[nodiscard]] inline std::string hex64(std::uint64_t value) {
   char text[19];
   std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(value));
   return text;
 }
 
 /// "rank 2", "ranks 1 and 3", "ranks 0, 2 and 4".
-inline std::string rank_list(const std::vector<std::int64_t>& ranks) {
+[[nodiscard]] inline std::string rank_list(const std::vector<std::int64_t>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (i > 0) out += i + 1 == ranks.size() ? " and " : ", ";

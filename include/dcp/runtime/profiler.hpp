@@ -46,7 +46,7 @@ struct profile_point {
 /// world or, for Ulysses, the model's heads, are left out), in grid order — what profile() runs.
 /// The framework's executor looks a micro-step's sample ids up in point.samples.
 template <cost_model M>
-std::vector<profile_point> profile_points(const M& model, const profile_grid& grid) {
+[[nodiscard]] std::vector<profile_point> profile_points(const M& model, const profile_grid& grid) {
   const auto& cluster = model.cluster();
   if (grid.lengths.empty() || grid.degrees.empty() || grid.recompute.empty())
     throw invalid_spec("profile_grid: lengths, degrees and recompute must each hold at least one value");
@@ -115,6 +115,7 @@ struct profile_result {
 /// out-of-memory observations (they tighten that configuration). Collective over `comm`.
 template <communicator C, cost_model M, class E>
   requires micro_batch_executor<E, typename group_cache<C>::group_type>
+[[nodiscard]]
 profile_result<M> profile(C& comm, group_cache<C>& cache, const M& base, const profile_grid& grid,
                           E& executor, const calibration_options& options = {}) {
   const auto points = profile_points(base, grid);

@@ -28,9 +28,9 @@ inline std::ostream& operator<<(std::ostream& os, const gpu_spec& g) {
 
 namespace gpus {
 /// H100 SXM5 80 GB: 989.4 TFLOP/s dense BF16, 3.35 TB/s; the driver reports ~79.6 GiB.
-inline gpu_spec h100_sxm() { return {"H100-SXM", 989.4e12, 79.6 * gib, 3.35e12}; }
+[[nodiscard]] inline gpu_spec h100_sxm() { return {"H100-SXM", 989.4e12, 79.6 * gib, 3.35e12}; }
 /// H200 SXM 141 GB: same compute as H100, 4.8 TB/s; the driver reports ~140 GiB.
-inline gpu_spec h200_sxm() { return {"H200-SXM", 989.4e12, 140.0 * gib, 4.8e12}; }
+[[nodiscard]] inline gpu_spec h200_sxm() { return {"H200-SXM", 989.4e12, 140.0 * gib, 4.8e12}; }
 }  // namespace gpus
 
 /// `gpus` GPUs in nodes of `gpus_per_node`, with an NVSwitch domain per node and one NIC per GPU.
@@ -43,7 +43,9 @@ struct cluster_spec {
   double intra_node_latency = 15e-6;   ///< per collective inside a node (NCCL tuning.cc, §1.3)
   double inter_node_latency = 40e-6;   ///< per collective across nodes (§1.3 planning default)
 
+  [[nodiscard]]
   std::int64_t nodes() const noexcept { return gpus_per_node ? gpus / gpus_per_node : 0; }
+  [[nodiscard]]
   std::int64_t node_of(std::int64_t rank) const noexcept { return rank / gpus_per_node; }
 
   friend bool operator==(const cluster_spec&, const cluster_spec&) = default;
@@ -79,7 +81,7 @@ struct cluster_spec {
 
 /// `nodes` HGX nodes of 8 GPUs each. Throws invalid_spec for more nodes than max_gpus allows
 /// (nodes * 8 could overflow); other bad counts are left to cluster_spec::validate.
-inline cluster_spec hgx_cluster(std::int64_t nodes, gpu_spec gpu) {
+[[nodiscard]] inline cluster_spec hgx_cluster(std::int64_t nodes, gpu_spec gpu) {
   if (nodes > cluster_spec::max_gpus / 8)
     throw invalid_spec("hgx_cluster: nodes = " + std::to_string(nodes) + ", must be at most " +
                        std::to_string(cluster_spec::max_gpus / 8) + " (" +

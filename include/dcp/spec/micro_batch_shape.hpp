@@ -22,7 +22,7 @@ struct micro_batch_shape {
   /// (perf-model.md §2.1 and §2.3). Packed micro-batches add per sample, never (Σs)².
   double attention_pairs = 0;
 
-  static double pairs_of(const sample& s) noexcept {
+  [[nodiscard]] static double pairs_of(const sample& s) noexcept {
     const auto n = static_cast<double>(s.tokens);
     switch (s.attention) {
       case attention_kind::causal: return 0.5 * n * n;
@@ -39,7 +39,7 @@ struct micro_batch_shape {
     return n * n;
   }
 
-  static micro_batch_shape of(const sample& s) noexcept {
+  [[nodiscard]] static micro_batch_shape of(const sample& s) noexcept {
     return {1, s.tokens, s.tokens, pairs_of(s)};
   }
 
@@ -56,6 +56,7 @@ struct micro_batch_shape {
     attention_pairs += other.attention_pairs;
     return *this;
   }
+  [[nodiscard]]
   friend micro_batch_shape operator+(micro_batch_shape a, const micro_batch_shape& b) {
     return a += b;
   }

@@ -38,26 +38,30 @@ struct model_spec {
   /// tensor dimension, vocabulary or caption length comes near it.
   static constexpr std::int64_t max_dimension = std::numeric_limits<std::int32_t>::max();
 
-  std::int64_t head_dim() const noexcept { return heads ? hidden / heads : 0; }
-  std::int64_t kv_hidden() const noexcept { return kv_heads * head_dim(); }
-  bool has_cross_attention() const noexcept { return text_tokens > 0; }
+  [[nodiscard]] std::int64_t head_dim() const noexcept { return heads ? hidden / heads : 0; }
+  [[nodiscard]] std::int64_t kv_hidden() const noexcept { return kv_heads * head_dim(); }
+  [[nodiscard]] bool has_cross_attention() const noexcept { return text_tokens > 0; }
 
   /// Parameters of one transformer block (weights, biases, norms).
+  [[nodiscard]]
   std::int64_t block_params() const noexcept { return block_params_as<std::int64_t>(); }
 
   /// Parameters outside the blocks: embeddings and LM head for LMs; patch, timestep and caption
   /// embedders and the output head for DiTs.
+  [[nodiscard]]
   std::int64_t outer_params() const noexcept { return outer_params_as<std::int64_t>(); }
 
+  [[nodiscard]]
   std::int64_t total_params() const noexcept { return total_params_as<std::int64_t>(); }
 
   /// Parameters that act on every token in matrix multiplies (embedding lookups excluded, the LM
   /// head included; cross-attention k/v act on text tokens, not on sample tokens).
+  [[nodiscard]]
   std::int64_t per_token_params() const noexcept { return per_token_params_as<std::int64_t>(); }
 
   /// The parameter counts in `Int`: std::int64_t for use, detail::checked_int64 to validate.
   template <class Int>
-  Int block_params_as() const noexcept {
+  [[nodiscard]] Int block_params_as() const noexcept {
     const Int h = hidden;
     const Int f = ffn;
     const Int kv = Int{kv_heads} * Int{head_dim()};
@@ -77,7 +81,7 @@ struct model_spec {
     return p;
   }
   template <class Int>
-  Int outer_params_as() const noexcept {
+  [[nodiscard]] Int outer_params_as() const noexcept {
     const Int h = hidden;
     if (family == model_family::decoder_lm) return 2 * Int{vocab} * h + h;  // untied embedding + head
     const Int caption = Int{text_embed_dim} * h + h + h * h + h;
@@ -86,11 +90,11 @@ struct model_spec {
     return caption + timestep + modulation;
   }
   template <class Int>
-  Int total_params_as() const noexcept {
+  [[nodiscard]] Int total_params_as() const noexcept {
     return Int{layers} * block_params_as<Int>() + outer_params_as<Int>();
   }
   template <class Int>
-  Int per_token_params_as() const noexcept {
+  [[nodiscard]] Int per_token_params_as() const noexcept {
     const Int h = hidden;
     Int p = Int{layers} * block_params_as<Int>();
     if (has_cross_attention()) p -= Int{layers} * 2 * h * h;
@@ -180,31 +184,31 @@ inline std::ostream& operator<<(std::ostream& os, const model_spec& m) {
 /// ../shared/research/perf-model.md §6.
 namespace models {
 
-inline model_spec llama3_8b() {
+[[nodiscard]] inline model_spec llama3_8b() {
   return {"Llama-3-8B", model_family::decoder_lm, 32, 4096, 32, 8, 14336, 128256,
           mlp_kind::swiglu, false, attention_kind::causal, 0, 0};
 }
-inline model_spec llama3_70b() {
+[[nodiscard]] inline model_spec llama3_70b() {
   return {"Llama-3-70B", model_family::decoder_lm, 80, 8192, 64, 8, 28672, 128256,
           mlp_kind::swiglu, false, attention_kind::causal, 0, 0};
 }
-inline model_spec qwen25_7b() {
+[[nodiscard]] inline model_spec qwen25_7b() {
   return {"Qwen2.5-7B", model_family::decoder_lm, 28, 3584, 28, 4, 18944, 152064,
           mlp_kind::swiglu, true, attention_kind::causal, 0, 0};
 }
-inline model_spec qwen25_72b() {
+[[nodiscard]] inline model_spec qwen25_72b() {
   return {"Qwen2.5-72B", model_family::decoder_lm, 80, 8192, 64, 8, 29568, 152064,
           mlp_kind::swiglu, true, attention_kind::causal, 0, 0};
 }
 /// OpenSora 1.2 STDiT3-XL/2: 28 spatial + 28 temporal blocks, hidden 1152, 16 heads, GELU MLP
 /// ratio 4, cross-attention to 300 T5 tokens of width 4096.
-inline model_spec stdit3_xl() {
+[[nodiscard]] inline model_spec stdit3_xl() {
   return {"STDiT3-XL", model_family::diffusion_transformer, 56, 1152, 16, 16, 4608, 0,
           mlp_kind::gelu, true, attention_kind::factorised, 300, 4096};
 }
 /// Wan2.1-T2V-14B: 40 blocks, hidden 5120, 40 heads, FFN 13824, full 3D attention,
 /// cross-attention to 512 umT5 tokens of width 4096.
-inline model_spec wan21_14b() {
+[[nodiscard]] inline model_spec wan21_14b() {
   return {"Wan2.1-14B", model_family::diffusion_transformer, 40, 5120, 40, 40, 13824, 0,
           mlp_kind::gelu, true, attention_kind::full, 512, 4096};
 }

@@ -22,7 +22,7 @@ enum class attention_kind : std::uint8_t {
   factorised,  ///< spatial attention within a frame, then temporal attention across frames (STDiT)
 };
 
-constexpr std::string_view to_string(attention_kind kind) noexcept {
+[[nodiscard]] constexpr std::string_view to_string(attention_kind kind) noexcept {
   switch (kind) {
     case attention_kind::causal: return "causal";
     case attention_kind::full: return "full";
@@ -35,7 +35,7 @@ inline std::ostream& operator<<(std::ostream& os, attention_kind kind) { return 
 
 namespace detail {
 /// False for a value cast into the enumeration that names none of its kinds.
-constexpr bool known_attention(attention_kind kind) noexcept {
+[[nodiscard]] constexpr bool known_attention(attention_kind kind) noexcept {
   return kind == attention_kind::causal || kind == attention_kind::full ||
          kind == attention_kind::factorised;
 }
@@ -49,23 +49,23 @@ struct video_shape {
   std::int64_t width = 1;
 
   /// frames * height * width, or nullopt where int64 cannot hold it.
-  constexpr std::optional<std::int64_t> checked_tokens() const noexcept {
+  [[nodiscard]] constexpr std::optional<std::int64_t> checked_tokens() const noexcept {
     const auto per_frame = detail::checked_mul(height, width);
     if (!per_frame) return std::nullopt;
     return detail::checked_mul(frames, *per_frame);
   }
   /// frames * height * width; throws invalid_sample where int64 cannot hold it.
-  constexpr std::int64_t tokens() const {
+  [[nodiscard]] constexpr std::int64_t tokens() const {
     if (const auto t = checked_tokens()) return *t;
     throw invalid_sample(overflow_message());
   }
   /// height * width; throws invalid_sample where int64 cannot hold it.
-  constexpr std::int64_t tokens_per_frame() const {
+  [[nodiscard]] constexpr std::int64_t tokens_per_frame() const {
     if (const auto t = detail::checked_mul(height, width)) return *t;
     throw invalid_sample(overflow_message());
   }
   /// "video grid frames = F, height = H, width = W holds more than 2^63 - 1 tokens".
-  std::string overflow_message() const {
+  [[nodiscard]] std::string overflow_message() const {
     return "video grid frames = " + std::to_string(frames) + ", height = " + std::to_string(height) +
            ", width = " + std::to_string(width) + ": frames x height x width exceeds " +
            std::to_string(detail::int64_max) + " tokens";
@@ -88,13 +88,13 @@ struct sample {
 };
 
 /// A text sample of `tokens` tokens with causal attention.
-constexpr sample text_sample(std::uint64_t id, std::int64_t tokens) noexcept {
+[[nodiscard]] constexpr sample text_sample(std::uint64_t id, std::int64_t tokens) noexcept {
   return sample{id, tokens, attention_kind::causal, std::nullopt};
 }
 
 /// A video sample over a latent grid; tokens are derived from the grid. Throws invalid_sample,
 /// naming the sample and the grid, where frames x height x width exceeds int64.
-constexpr sample video_sample(std::uint64_t id, video_shape shape,
+[[nodiscard]] constexpr sample video_sample(std::uint64_t id, video_shape shape,
                               attention_kind attention = attention_kind::factorised) {
   if (const auto tokens = shape.checked_tokens()) return sample{id, *tokens, attention, shape};
   throw invalid_sample("sample " + std::to_string(id) + ": " + shape.overflow_message());

@@ -20,10 +20,10 @@ enum class precision : std::uint8_t { bf16_mixed };
 enum class sequence_parallel : std::uint8_t { ulysses, ring };
 enum class loss_normalisation : std::uint8_t { tokens, samples };
 
-constexpr std::string_view to_string(sequence_parallel sp) noexcept {
+[[nodiscard]] constexpr std::string_view to_string(sequence_parallel sp) noexcept {
   return sp == sequence_parallel::ulysses ? "ulysses" : "ring";
 }
-constexpr std::string_view to_string(loss_normalisation n) noexcept {
+[[nodiscard]] constexpr std::string_view to_string(loss_normalisation n) noexcept {
   return n == loss_normalisation::tokens ? "tokens" : "samples";
 }
 inline std::ostream& operator<<(std::ostream& os, sequence_parallel sp) { return os << to_string(sp); }
@@ -43,7 +43,7 @@ struct training_spec {
   bool chunked_cross_entropy = false;       ///< fused/chunked CE: no full logits tensor
 
   /// Bytes kept free per GPU on this cluster.
-  double headroom(const cluster_spec& cluster) const noexcept {
+  [[nodiscard]] double headroom(const cluster_spec& cluster) const noexcept {
     return std::max(headroom_bytes, headroom_fraction * cluster.gpu.memory_bytes);
   }
 
@@ -85,7 +85,7 @@ struct training_spec {
   }
 
   /// Bytes a micro-batch may use at its peak on one GPU: capacity minus headroom.
-  double memory_budget(const cluster_spec& cluster) const noexcept {
+  [[nodiscard]] double memory_budget(const cluster_spec& cluster) const noexcept {
     return cluster.gpu.memory_bytes - headroom(cluster);
   }
 
@@ -105,20 +105,21 @@ struct recompute_setting {
   std::int32_t layers = 0;
   bool selective = false;
 
-  static constexpr recompute_setting none() noexcept { return {}; }
-  static constexpr recompute_setting selective_only() noexcept { return {0, true}; }
-  static constexpr recompute_setting full(std::int64_t model_layers) noexcept {
+  [[nodiscard]] static constexpr recompute_setting none() noexcept { return {}; }
+  [[nodiscard]] static constexpr recompute_setting selective_only() noexcept { return {0, true}; }
+  [[nodiscard]] static constexpr recompute_setting full(std::int64_t model_layers) noexcept {
     return {static_cast<std::int32_t>(model_layers), false};
   }
+  [[nodiscard]]
   static constexpr recompute_setting partial(std::int64_t recomputed_layers) noexcept {
     return {static_cast<std::int32_t>(recomputed_layers), false};
   }
-  constexpr bool is_none() const noexcept { return layers == 0 && !selective; }
+  [[nodiscard]] constexpr bool is_none() const noexcept { return layers == 0 && !selective; }
 
   friend constexpr auto operator<=>(const recompute_setting&, const recompute_setting&) = default;
 };
 
-inline std::string to_string(const recompute_setting& r) {
+[[nodiscard]] inline std::string to_string(const recompute_setting& r) {
   if (r.is_none()) return "none";
   std::string out;
   if (r.selective) out = "selective";

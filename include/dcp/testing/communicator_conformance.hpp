@@ -15,7 +15,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::testing {
 
 namespace detail {
 
-inline std::string join(const std::vector<std::int64_t>& values) {
+[[nodiscard]] inline std::string join(const std::vector<std::int64_t>& values) {
   std::string out = "{";
   for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
   return out + "}";
@@ -40,7 +40,7 @@ struct failure_log {
 
 /// The group's world ranks (by group rank), via an all-gather of `world_rank`.
 template <class G>
-std::vector<std::int64_t> world_ranks_of(G& group, std::int64_t world_rank) {
+[[nodiscard]] std::vector<std::int64_t> world_ranks_of(G& group, std::int64_t world_rank) {
   const std::int64_t mine[1] = {world_rank};
   return group.all_gather(mine);
 }
@@ -65,7 +65,7 @@ void check_basics(G& c, failure_log& log, const std::string& where) {
 /// nullopt; a split of a split groups the right world ranks; rank and size of every group agree
 /// with its members.
 template <communicator C>
-std::vector<std::string> check_communicator(C& comm) {
+[[nodiscard]] std::vector<std::string> check_communicator(C& comm) {
   detail::failure_log log;
   const auto rank = static_cast<std::int64_t>(comm.rank());
   const auto size = static_cast<std::int64_t>(comm.size());

@@ -24,7 +24,7 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
 
 /// Longest-processing-time-first over items already in lpt_order: each goes to the
 /// least-loaded slot, ties to the lower slot.
-inline std::vector<std::vector<std::size_t>> lpt_assign_ordered(
+[[nodiscard]] inline std::vector<std::vector<std::size_t>> lpt_assign_ordered(
     const std::vector<std::pair<double, std::size_t>>& items, const std::vector<double>& loads) {
   using slot = std::pair<double, std::size_t>;
   std::vector<slot> heap_storage;
@@ -42,7 +42,7 @@ inline std::vector<std::vector<std::size_t>> lpt_assign_ordered(
   return assigned;
 }
 
-inline std::vector<std::vector<std::size_t>> lpt_assign(
+[[nodiscard]] inline std::vector<std::vector<std::size_t>> lpt_assign(
     std::vector<std::pair<double, std::size_t>> items, const std::vector<double>& loads) {
   lpt_order(items);
   return lpt_assign_ordered(items, loads);
@@ -50,7 +50,7 @@ inline std::vector<std::vector<std::size_t>> lpt_assign(
 
 /// Appends the packed batches of one group (ranks [first, first + degree)) to `out`, starting
 /// at `start`; returns the end time.
-inline double append_group(placement& out, const std::vector<packed_batch>& batches,
+[[nodiscard]] inline double append_group(placement& out, const std::vector<packed_batch>& batches,
                            std::int64_t first_rank, const execution_config& base, double start) {
   for (const auto& b : batches) {
     placed_micro_step step;
