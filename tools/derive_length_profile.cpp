@@ -1,11 +1,11 @@
 // derive_length_profile: reads a file of measured sequence lengths (one per line) and prints a
 // C++ header holding its quantile table and summary as a dcp::workload::profile_table, ready to
-// commit under include/dcp/workload/. Only this derived table goes into the repository, never
+// commit under sim/include/dcp/workload/. Only this derived table goes into the repository, never
 // the measured file itself.
 //
 // Usage:
 //   derive_length_profile --name NAME --source TEXT LENGTHS_FILE > HEADER
-//   (HEADER: include/dcp/workload/NAME_profile.hpp)
+//   (HEADER: sim/include/dcp/workload/NAME_profile.hpp)
 //
 //   --name     C++ identifier of the profile; the header defines profiles::NAME_points and
 //              profiles::NAME_table
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
       "//   c++ -std=c++20 -O2 -Iinclude tools/derive_length_profile.cpp -o "
       "derive_length_profile\n");
   std::printf("//   (or use the CMake target dcp-derive-profile, the same program)\n");
-  std::printf("//   %s %s > include/dcp/workload/%s_profile.hpp\n", invocation.c_str(),
+  std::printf("//   %s %s > sim/include/dcp/workload/%s_profile.hpp\n", invocation.c_str(),
               shell_quote(input_path).c_str(), name.c_str());
   std::printf("//\n");
   std::printf(

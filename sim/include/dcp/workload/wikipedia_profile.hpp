@@ -6,7 +6,7 @@
 // Regenerate from the repository root:
 //   c++ -std=c++20 -O2 -Iinclude tools/derive_length_profile.cpp -o derive_length_profile
 //   (or use the CMake target dcp-derive-profile, the same program)
-//   ./derive_length_profile --name wikipedia --source 'English Wikipedia document lengths: FlexSP evaluation data, PKU-DAIR/Hetu-Galvatron branch flexsp, galvatron/datasets/wikipedia.txt, Apache License 2.0' ../shared/data/wikipedia-lengths.txt > include/dcp/workload/wikipedia_profile.hpp
+//   ./derive_length_profile --name wikipedia --source 'English Wikipedia document lengths: FlexSP evaluation data, PKU-DAIR/Hetu-Galvatron branch flexsp, galvatron/datasets/wikipedia.txt, Apache License 2.0' ../shared/data/wikipedia-lengths.txt > sim/include/dcp/workload/wikipedia_profile.hpp
 //
 // Measured: mean 1013.649, median 347, p90 2112, p99 10919, p99.9 37353, p99.99 101537, p99.999 230941, max 1823777.
 // Mean of the log-linear interpolation between the points below: 1012.8.
