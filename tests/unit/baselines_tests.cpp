@@ -528,7 +528,7 @@ TEST_CASE("Baselines.Verl.karmarkar_karp_balances_better_than_round_robin") {
   for (std::uint64_t seed = 1; seed <= 50; ++seed) {
     CAPTURE(seed);
     const auto batch = dcp::test::heavy_tailed_batch(seed, 64 + seed * 7, 65536);
-    std::vector<std::int64_t> values;
+    std::vector<double> values;
     for (const auto& s : batch) values.push_back(verl_workload(s.tokens));
     for (bool equal : {false, true}) {
       CAPTURE(equal);

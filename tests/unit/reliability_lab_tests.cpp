@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../support/errors.hpp"
+#include "dcp/baselines/megatron_dynamic_cp.hpp"
 #include "dcp/baselines/verl_balanced_dp.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/sim/simulator.hpp"
@@ -94,12 +95,17 @@ std::int64_t rank_of(const placement& placed, std::size_t index) {
   return -1;
 }
 
-placement place_verl(const baselines::verl_balanced_dp& policy, const std::vector<sample>& batch) {
+template <class Policy>
+placement place_with(const Policy& policy, const std::vector<sample>& batch) {
   const analytic_cost_model cost(models::llama3_8b(), lab_node());
   const pyramid_recompute recompute;
   const std::vector<std::int32_t> buckets(batch.size(), 0);
   const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, buckets, cost, recompute};
   return policy.place(problem);
+}
+
+placement place_verl(const baselines::verl_balanced_dp& policy, const std::vector<sample>& batch) {
+  return place_with(policy, batch);
 }
 
 }  // namespace
@@ -229,6 +235,21 @@ TEST_CASE("Finding.09_specs.verl_max_token_len_and_cap_candidates") {
     CHECK(message_of([&] { (void)place_verl(caps, batch); }) ==
           "verl_balanced_dp: cap_candidates = " + std::to_string(bad) + ", must be in [1, 64]");
   }
+}
+
+TEST_CASE("Finding.09_specs.megatron_cap_candidates") {
+  // The same tuning knob, through the same shared check (detail::check_cap_candidates).
+  const auto batch = text_batch(16, 3000);
+  for (std::int32_t bad : {0, -3, 65}) {
+    CAPTURE(bad);
+    baselines::megatron_dynamic_cp policy;
+    policy.cap_candidates = bad;
+    CHECK(message_of([&] { (void)place_with(policy, batch); }) ==
+          "megatron_dynamic_cp: cap_candidates = " + std::to_string(bad) + ", must be in [1, 64]");
+  }
+  baselines::megatron_dynamic_cp fine;
+  fine.cap_candidates = 64;
+  CHECK_FALSE(place_with(fine, batch).micro_steps.empty());
 }
 
 // ---- Finding 08: verl's workload and caps ---------------------------------------------------

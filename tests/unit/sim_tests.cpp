@@ -474,7 +474,7 @@ TEST_CASE("Sim.Simulator.deadlock_is_reported_not_hung") {
   // Two micro-steps with sequence 4 sharing ranks 2..3: rank 2 may take one first, rank 3 the
   // other, and each waits for the other forever.
   const auto plan = plan_of(8, {step(4, 0, 4, {1}), step(4, 2, 2, {2}), step(5, 6, 1, {3})});
-  const auto msg = message_of([&] { sim::simulate(plan, batch, truth); });
+  const auto msg = message_of([&] { (void)sim::simulate(plan, batch, truth); });
   CAPTURE(msg);
   CHECK(contains(msg, "deadlock"));
   CHECK(contains(msg, "share ranks 2..3"));
@@ -489,20 +489,20 @@ TEST_CASE("Sim.Simulator.bad_plans_name_the_sample_or_step") {
   const auto truth = llama_truth(1);
   const std::vector<sample> batch{text_sample(1, 1000), text_sample(2, 1000)};
   CHECK(contains(message_of([&] {
-          sim::simulate(plan_of(8, {step(0, 0, 1, {1, 2, 99})}), batch, truth);
+          (void)sim::simulate(plan_of(8, {step(0, 0, 1, {1, 2, 99})}), batch, truth);
         }),
         "sample id 99, which is not in the batch"));
   CHECK(contains(message_of([&] {
-          sim::simulate(plan_of(8, {step(0, 0, 1, {1, 2}), step(1, 1, 1, {2})}), batch, truth);
+          (void)sim::simulate(plan_of(8, {step(0, 0, 1, {1, 2}), step(1, 1, 1, {2})}), batch, truth);
         }),
         "sample id 2 is in micro-step #0"));
-  CHECK(contains(message_of([&] { sim::simulate(plan_of(8, {step(0, 0, 1, {1})}), batch, truth); }),
+  CHECK(contains(message_of([&] { (void)sim::simulate(plan_of(8, {step(0, 0, 1, {1})}), batch, truth); }),
                  "sample id 2 of the batch is in no micro-step"));
-  CHECK(contains(message_of([&] { sim::simulate(plan_of(8, {step(0, 6, 4, {1, 2})}), batch, truth); }),
+  CHECK(contains(message_of([&] { (void)sim::simulate(plan_of(8, {step(0, 6, 4, {1, 2})}), batch, truth); }),
                  "ranks 6..9) lies outside the cluster's ranks 0..7"));
-  CHECK(contains(message_of([&] { sim::simulate(plan_of(8, {step(0, 0, 3, {1, 2})}), batch, truth); }),
+  CHECK(contains(message_of([&] { (void)sim::simulate(plan_of(8, {step(0, 0, 3, {1, 2})}), batch, truth); }),
                  "degree = 3"));
-  CHECK(contains(message_of([&] { sim::simulate(plan_of(16, {step(0, 0, 1, {1, 2})}), batch, truth); }),
+  CHECK(contains(message_of([&] { (void)sim::simulate(plan_of(16, {step(0, 0, 1, {1, 2})}), batch, truth); }),
                  "the plan is for 16 GPUs"));
 }
 

@@ -366,7 +366,7 @@ TEST_CASE("Workload.Video.latent_grids") {
   CHECK(w::opensora_latent_shape(408, 720, 1280) == shape{120, 45, 80});
   CHECK(w::opensora_latent_shape(408, 720, 1280).tokens() == 432000);
   CHECK(w::opensora_latent_shape(2, 144, 256).frames == 1);  // never below one latent frame
-  CHECK_THROWS_AS(w::opensora_latent_shape(0, 144, 256), dcp::invalid_spec);
+  CHECK_THROWS_AS((void)w::opensora_latent_shape(0, 144, 256), dcp::invalid_spec);
 }
 
 TEST_CASE("Workload.Video.zipf_order_matches_videosys") {
@@ -479,7 +479,7 @@ TEST_CASE("Workload.Batch.draw_batch_reaches_target") {
   const auto videos = w::draw_batch(w::opensora_video_mix::videosys_benchmark(), 1'000'000, 4);
   CHECK(token_sum(videos) >= 1'000'000);
   CHECK(error_message([] {
-          w::draw_batch(w::megatron_mock(), 0, 1);
+          (void)w::draw_batch(w::megatron_mock(), 0, 1);
         }).find("target_tokens = 0, must be >= 1") != std::string::npos);
 }
 
@@ -535,11 +535,11 @@ TEST_CASE("Workload.Batch.split_to_context_conserves_tokens") {
 TEST_CASE("Workload.Batch.split_to_context_rejects_bad_input") {
   const std::vector<dcp::sample> duplicated = {dcp::text_sample(4, 10), dcp::text_sample(4, 20)};
   CHECK(error_message([&] {
-          w::split_to_context(duplicated, 8);
+          (void)w::split_to_context(duplicated, 8);
         }).find("sample id=4 appears more than once") != std::string::npos);
   const std::vector<dcp::sample> empty_sample = {dcp::text_sample(2, 0)};
   CHECK(error_message([&] {
-          w::split_to_context(empty_sample, 8);
+          (void)w::split_to_context(empty_sample, 8);
         }).find("sample id=2 has tokens = 0, must be >= 1") != std::string::npos);
   CHECK_THROWS_AS(w::split_to_context(duplicated, 0), dcp::invalid_spec);
 }
@@ -570,7 +570,7 @@ TEST_CASE("Workload.Parameters.rejects_bad_values") {
   const w::lognormal_lengths hopeless(
       {.mean_tokens = 10, .log_sigma = 0.1, .min_tokens = 1000000, .max_tokens = 2000000});
   w::rng random(1);
-  CHECK_THROWS_AS(hopeless.draw_tokens(random), dcp::error);
+  CHECK_THROWS_AS((void)hopeless.draw_tokens(random), dcp::error);
 }
 
 TEST_CASE("Workload.Parameters.small_tables_sample_inside_their_points") {
@@ -599,7 +599,7 @@ TEST_CASE("Workload.Loaders.read_lengths_errors_name_line_and_value") {
   const auto message = [](const std::string& text) {
     return error_message([&] {
       std::istringstream input(text);
-      w::read_lengths(input, "lengths.txt");
+      (void)w::read_lengths(input, "lengths.txt");
     });
   };
   CHECK(message("5\n\nabc\n") == "lengths.txt:3: 'abc' is not a positive integer");
@@ -631,7 +631,7 @@ TEST_CASE("Workload.Loaders.read_video_csv_errors_name_line_field_and_value") {
   const auto message = [](const std::string& text) {
     return error_message([&] {
       std::istringstream input(text);
-      w::read_video_csv(input, "videos.csv");
+      (void)w::read_video_csv(input, "videos.csv");
     });
   };
   CHECK(message("frames,height,width\n1,2\n") ==
@@ -647,6 +647,6 @@ TEST_CASE("Workload.Loaders.read_video_csv_errors_name_line_field_and_value") {
 
 TEST_CASE("Workload.Loaders.missing_file_is_named") {
   const std::string missing = "/nonexistent/dcp/lengths.txt";
-  CHECK(error_message([&] { w::read_lengths_file(missing); }) ==
+  CHECK(error_message([&] { (void)w::read_lengths_file(missing); }) ==
         missing + ": cannot open the file for reading");
 }

@@ -93,6 +93,7 @@ struct flexsp_class {
 namespace detail {
 
 /// Groups a class [a, b) at degree index k needs to finish within `target`, or 0 if it cannot.
+[[nodiscard]]
 inline std::int64_t flexsp_groups_needed(const flexsp_buckets& in, std::size_t a, std::size_t b,
                                          std::size_t k, double target) {
   double work = 0;
@@ -118,6 +119,7 @@ inline std::int64_t flexsp_groups_needed(const flexsp_buckets& in, std::size_t a
 /// The partition of the buckets into classes (contiguous runs, degrees strictly decreasing from
 /// the longest bucket on) that meets `target` with the fewest GPUs, if that is at most
 /// in.gpus. Exact by dynamic programming over (bucket boundary, degree of the last run).
+[[nodiscard]]
 inline std::optional<std::vector<flexsp_class>> flexsp_fewest_gpus(const flexsp_buckets& in,
                                                                    double target) {
   const std::size_t buckets = in.tokens.size();
@@ -179,6 +181,7 @@ inline std::optional<std::vector<flexsp_class>> flexsp_fewest_gpus(const flexsp_
 
 /// The smallest target (bisection to a relative 1e-9) whose fewest-GPU partition fits, with that
 /// partition; nullopt when no target fits (the token constraint cannot be met on in.gpus).
+[[nodiscard]]
 inline std::optional<std::pair<double, std::vector<flexsp_class>>> flexsp_min_makespan(
     const flexsp_buckets& in) {
   if (in.tokens.empty()) return std::pair<double, std::vector<flexsp_class>>{0.0, {}};
@@ -219,9 +222,9 @@ struct flexsp_like {
   std::int32_t micro_batch_candidates = 5;
 
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
-  std::string_view name() const noexcept { return "flexsp-like"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "flexsp-like"; }
   friend bool operator==(const flexsp_like&, const flexsp_like&) = default;
 };
 
@@ -236,7 +239,7 @@ public:
                                            : std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
   }
 
-  placement solve() {
+  [[nodiscard]] placement solve() {
     double total = 0;
     for (std::size_t i = 0; i < ctx_.size(); ++i) total += tokens(i);
     const double cluster = static_cast<double>(capacity_) * static_cast<double>(ctx_.gpus());
@@ -261,11 +264,12 @@ public:
   }
 
 private:
+  [[nodiscard]]
   double tokens(std::size_t i) const { return static_cast<double>(ctx_.problem().samples[i].tokens); }
 
   // Contiguous chunks of the length-sorted batch minimising the largest chunk's tokens: the
   // smallest feasible maximum by binary search, each chunk then filled greedily.
-  std::vector<std::vector<std::size_t>> blast(std::size_t m) const {
+  [[nodiscard]] std::vector<std::vector<std::size_t>> blast(std::size_t m) const {
     std::int64_t low = 0;
     std::int64_t high = 0;
     for (std::size_t i = 0; i < ctx_.size(); ++i) {
@@ -305,6 +309,7 @@ private:
   }
 
   // Buckets of one chunk (longest first) by padding-optimal boundaries.
+  [[nodiscard]]
   std::vector<std::vector<std::size_t>> bucketise(const std::vector<std::size_t>& chunk) const {
     std::vector<sample> members;
     members.reserve(chunk.size());
@@ -320,6 +325,7 @@ private:
     return buckets;
   }
 
+  [[nodiscard]]
   flexsp_buckets describe(const std::vector<std::vector<std::size_t>>& buckets, bool enforce) const {
     flexsp_buckets in;
     in.degrees = ctx_.degrees();
@@ -371,6 +377,7 @@ private:
 
   // Groups of one micro-batch: the exact class search, spare GPUs to the slowest classes, then
   // longest-processing-time-first inside each class.
+  [[nodiscard]]
   std::optional<std::vector<group>> groups_for(const std::vector<std::size_t>& chunk, bool enforce) const {
     const auto buckets = bucketise(chunk);
     const auto in = describe(buckets, enforce);
@@ -448,7 +455,7 @@ private:
     return groups;
   }
 
-  std::optional<placement> plan_with(std::size_t m, bool enforce) const {
+  [[nodiscard]] std::optional<placement> plan_with(std::size_t m, bool enforce) const {
     placement out;
     rank_clock clock(ctx_.gpus());
     for (const auto& chunk : blast(m)) {
@@ -471,7 +478,7 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-placement flexsp_like::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement flexsp_like::place(const placement_problem<M, R>& problem) const {
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "flexsp-like"};
     return detail::flexsp_solver<dcp::placement_context<M, R>>(ctx, *this).solve();

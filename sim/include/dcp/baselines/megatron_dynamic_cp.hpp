@@ -73,6 +73,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
 /// Megatron's `dcp_gpus_needed`: the smallest of `sizes` (ascending) that is at least `min_cp`
 /// and holds `tokens` at no more than `max_seqlen_per_rank` per rank; the largest if none does.
+[[nodiscard]]
 inline std::int64_t megatron_cp_needed(std::int64_t tokens, std::int64_t max_seqlen_per_rank,
                                        std::int64_t min_cp, const std::vector<std::int64_t>& sizes) {
   for (auto cp : sizes) {
@@ -99,9 +100,9 @@ struct megatron_dynamic_cp {
   double balance_delta = 0.05;
 
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
-  std::string_view name() const noexcept { return "megatron-dynamic-cp"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "megatron-dynamic-cp"; }
   friend bool operator==(const megatron_dynamic_cp&, const megatron_dynamic_cp&) = default;
 };
 
@@ -122,9 +123,9 @@ public:
                : std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
   }
 
-  std::int64_t max_seqlen_per_rank() const noexcept { return cap_; }
+  [[nodiscard]] std::int64_t max_seqlen_per_rank() const noexcept { return cap_; }
 
-  placement solve() {
+  [[nodiscard]] placement solve() {
     placement out;
     rank_clock clock(world_);
     std::vector<std::size_t> remaining(ctx_.size());
@@ -144,7 +145,7 @@ public:
     return out;
   }
 
-  std::int64_t cp_needed(std::size_t i) const {
+  [[nodiscard]] std::int64_t cp_needed(std::size_t i) const {
     return megatron_cp_needed(tokens(i), cap_, options_.min_cp_size, sizes_);
   }
 
@@ -156,11 +157,13 @@ private:
     double packed = 0;  // per-rank packed tokens, L/cp summed
   };
 
+  [[nodiscard]]
   std::int64_t tokens(std::size_t i) const { return ctx_.problem().samples[i].tokens; }
-  double length(std::size_t i) const { return static_cast<double>(tokens(i)); }
+  [[nodiscard]] double length(std::size_t i) const { return static_cast<double>(tokens(i)); }
+  [[nodiscard]]
   static double workload(double length, std::int64_t cp) { return length * length / static_cast<double>(cp); }
 
-  std::size_t size_index(std::int64_t size) const {
+  [[nodiscard]] std::size_t size_index(std::int64_t size) const {
     return static_cast<std::size_t>(std::find(sizes_.begin(), sizes_.end(), size) - sizes_.begin());
   }
 
@@ -171,6 +174,7 @@ private:
   }
 
   // Doubles (to the next enabled size) the first smallest group when enough ranks are idle.
+  [[nodiscard]]
   bool expand_smallest(std::vector<group>& groups, std::int64_t& free, bool next_enabled) const {
     if (groups.empty()) return false;
     std::int64_t smallest = groups.front().size;
@@ -201,7 +205,7 @@ private:
   }
 
   // One wave of next_hdp_group_packing_aware. `input` is sorted longest first.
-  std::vector<group> packing_aware_wave(const std::vector<std::size_t>& input,
+  [[nodiscard]] std::vector<group> packing_aware_wave(const std::vector<std::size_t>& input,
                                         std::vector<std::size_t>& leftovers) const {
     const double cap_tokens = static_cast<double>(cap_);
     const double bound = length(input.front()) * cap_tokens * (1.0 + options_.workload_cap_delta);
@@ -297,7 +301,7 @@ private:
 
   // One wave of main's next_hdp_group (dp strategy). `input` keeps Megatron's order: sorted once,
   // then leftovers in bucket order with trimmed samples appended.
-  std::vector<group> balanced_wave(const std::vector<std::size_t>& input,
+  [[nodiscard]] std::vector<group> balanced_wave(const std::vector<std::size_t>& input,
                                    std::vector<std::size_t>& leftovers) const {
     const double delta = options_.balance_delta;
     const auto estimate = [&](std::size_t i) { return workload(length(i), cp_needed(i)); };
@@ -463,7 +467,8 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-placement megatron_dynamic_cp::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement megatron_dynamic_cp::place(const placement_problem<M, R>& problem) const {
+  detail::check_cap_candidates("megatron_dynamic_cp", cap_candidates);
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "megatron-dynamic-cp"};
     using solver = detail::megatron_solver<dcp::placement_context<M, R>>;

@@ -60,9 +60,9 @@ struct paper_baseline {
   bool global_interpolation = true;
 
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
-  std::string_view name() const noexcept { return "paper-baseline"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "paper-baseline"; }
   friend bool operator==(const paper_baseline&, const paper_baseline&) = default;
 };
 
@@ -79,7 +79,7 @@ public:
                    ? options.memory_fraction * ctx.problem().cost.cluster().gpu.memory_bytes
                    : ctx.budget()) {}
 
-  placement solve() {
+  [[nodiscard]] placement solve() {
     validate(execution_config{options_.degree, ctx_.sp(), {}}, ctx_.problem().cost.model(),
              ctx_.problem().cost.cluster());
     const auto k = degree_index_of(ctx_, options_.degree);
@@ -166,20 +166,22 @@ public:
   }
 
 private:
-  micro_batch_shape copies(std::size_t representative, std::int64_t count) const {
+  [[nodiscard]] micro_batch_shape copies(std::size_t representative, std::int64_t count) const {
     const auto& one = ctx_.shape(representative);
     return {count * one.samples, count * one.tokens, one.longest,
             static_cast<double>(count) * one.attention_pairs};
   }
-  bool fits(std::size_t representative, std::int64_t count, std::size_t k) const {
+  [[nodiscard]] bool fits(std::size_t representative, std::int64_t count, std::size_t k) const {
     return ctx_.problem().cost.peak_bytes(copies(representative, count), ctx_.config(k, full_)) <= limit_;
   }
+  [[nodiscard]]
   double batch_seconds(std::size_t representative, std::size_t count, std::size_t k) const {
     return ctx_.problem().cost.seconds(copies(representative, static_cast<std::int64_t>(count)),
                                        ctx_.config(k, full_));
   }
 
   // The largest count of the representative that fits at degree index k (0 if not even one).
+  [[nodiscard]]
   std::size_t batch_size(std::size_t representative, std::size_t count, std::size_t k) const {
     if (!fits(representative, 1, k)) return 0;
     std::size_t low = 1;
@@ -192,7 +194,7 @@ private:
     return low;
   }
 
-  std::size_t larger_degree(std::size_t sample, std::size_t k) const {
+  [[nodiscard]] std::size_t larger_degree(std::size_t sample, std::size_t k) const {
     for (std::size_t j = k + 1; j < ctx_.degrees().size(); ++j)
       if (fits(sample, 1, j)) return j;
     ctx_.throw_does_not_fit(sample);
@@ -207,7 +209,7 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-placement paper_baseline::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement paper_baseline::place(const placement_problem<M, R>& problem) const {
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "paper-baseline"};
     return detail::paper_solver<dcp::placement_context<M, R>>(ctx, *this).solve();

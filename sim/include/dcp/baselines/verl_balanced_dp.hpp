@@ -61,7 +61,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 /// double: s² leaves int64 above 3.04e9 tokens (Python's ints never overflow). Workloads are
 /// only compared and summed, and are exact integers (so ties are the same as in Python) while
 /// s <= 2^26 and their sums stay below 2^53; beyond that they round, deterministically.
-constexpr double verl_workload(std::int64_t tokens) noexcept {
+[[nodiscard]] constexpr double verl_workload(std::int64_t tokens) noexcept {
   const auto s = static_cast<double>(tokens);
   return 24576.0 * s + s * s;
 }
@@ -74,7 +74,7 @@ struct kk_set {
 };
 
 // Python's Set.__lt__: by sum, then item count, then the item lists.
-inline bool kk_set_less(const kk_set& a, const kk_set& b) {
+[[nodiscard]] inline bool kk_set_less(const kk_set& a, const kk_set& b) {
   if (a.sum != b.sum) return a.sum < b.sum;
   if (a.items.size() != b.items.size()) return a.items.size() < b.items.size();
   return a.items < b.items;
@@ -83,7 +83,7 @@ inline bool kk_set_less(const kk_set& a, const kk_set& b) {
 struct kk_state {
   std::vector<kk_set> sets{};  // decreasing
   std::uint64_t order = 0;     // insertion, for ties
-  double spread() const { return sets.front().sum - sets.back().sum; }
+  [[nodiscard]] double spread() const { return sets.front().sum - sets.back().sum; }
   void sort() {
     std::stable_sort(sets.begin(), sets.end(), [](const kk_set& a, const kk_set& b) { return kk_set_less(b, a); });
   }
@@ -91,7 +91,7 @@ struct kk_state {
 
 // Heap order: the state with the largest spread first, then the one with the largest set, then
 // the earliest inserted. Returns whether `a` comes after `b`.
-inline bool kk_after(const kk_state& a, const kk_state& b) {
+[[nodiscard]] inline bool kk_after(const kk_state& a, const kk_state& b) {
   if (a.spread() != b.spread()) return a.spread() < b.spread();
   if (kk_set_less(a.sets.front(), b.sets.front()) || kk_set_less(b.sets.front(), a.sets.front()))
     return kk_set_less(a.sets.front(), b.sets.front());
@@ -108,6 +108,7 @@ inline bool kk_after(const kk_state& a, const kk_state& b) {
 /// differencing as one more state whose k sets hold it, and part j is the one holding preload j
 /// (sets of one state never merge, so each final part holds exactly one). verl has no preload.
 /// Values are workloads (verl_workload), finite and >= 0.
+[[nodiscard]]
 inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<double>& values,
                                                             std::size_t k, bool equal_size,
                                                             const std::vector<double>& preload = {}) {
@@ -184,6 +185,7 @@ inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<do
 
 /// karmarkar_karp for integer workloads: the same partition of them as doubles (exact below
 /// 2^53, where every realistic workload and sum lies).
+[[nodiscard]]
 inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<std::int64_t>& values,
                                                             std::size_t k, bool equal_size,
                                                             const std::vector<std::int64_t>& preload = {}) {
@@ -210,9 +212,9 @@ struct verl_balanced_dp {
   bool dynamic_bsz_balance = true;
 
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
-  std::string_view name() const noexcept { return "verl-balanced-dp"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "verl-balanced-dp"; }
   friend bool operator==(const verl_balanced_dp&, const verl_balanced_dp&) = default;
 };
 
@@ -238,7 +240,7 @@ public:
     cap_ = dcp::detail::checked_mul(ctx.degree(base_), per_gpu_).value_or(dcp::detail::int64_max);
   }
 
-  placement solve() {
+  [[nodiscard]] placement solve() {
     const std::int64_t sp = ctx_.degree(base_);
     const auto units = static_cast<std::size_t>(ctx_.gpus() / sp);
     placement out;
@@ -302,12 +304,15 @@ public:
   }
 
 private:
+  [[nodiscard]]
   std::int64_t tokens(std::size_t i) const { return ctx_.problem().samples[i].tokens; }
   // ceil(a / b) for a >= 0, b >= 1, without the a + b - 1 that overflows.
+  [[nodiscard]]
   static std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
   // The number of micro-batches for these samples: at least `at_least` and ceil(tokens / cap),
   // at most one per sample; with enforcement, raised until every KK part is within the cap.
+  [[nodiscard]]
   std::size_t count_for(const std::vector<std::size_t>& items, std::size_t at_least) const {
     if (items.empty()) return 0;
     // Saturated: a total beyond int64 needs as many micro-batches as samples anyway.
@@ -320,6 +325,7 @@ private:
     return count;
   }
 
+  [[nodiscard]]
   std::vector<std::vector<std::size_t>> partition(const std::vector<std::size_t>& items, std::size_t count) const {
     std::vector<double> values;
     for (auto i : items) values.push_back(verl_workload(tokens(i)));
@@ -329,7 +335,7 @@ private:
     return parts;
   }
 
-  bool within_cap(const std::vector<std::vector<std::size_t>>& parts) const {
+  [[nodiscard]] bool within_cap(const std::vector<std::vector<std::size_t>>& parts) const {
     for (const auto& part : parts) {
       std::int64_t t = 0;  // <= cap_ throughout, so the sum cannot overflow
       for (auto i : part) {
@@ -342,6 +348,7 @@ private:
 
   // KK into `count` micro-batches, then verl's order: by workload descending, the even positions
   // reversed in front of the odd ones (lightest at both ends).
+  [[nodiscard]]
   std::vector<std::vector<std::size_t>> micro_batches(const std::vector<std::size_t>& items,
                                                       std::size_t count) const {
     auto parts = partition(items, count);
@@ -374,14 +381,11 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-placement verl_balanced_dp::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement verl_balanced_dp::place(const placement_problem<M, R>& problem) const {
   if (max_token_len < 0)
     throw invalid_spec("verl_balanced_dp: max_token_len = " + std::to_string(max_token_len) +
                        ", must be >= 0 (0 tunes it)");
-  // The caps tried are capacity >> j, j < cap_candidates: a shift of 64 or more is undefined.
-  if (cap_candidates < 1 || cap_candidates > 64)
-    throw invalid_spec("verl_balanced_dp: cap_candidates = " + std::to_string(cap_candidates) +
-                       ", must be in [1, 64]");
+  detail::check_cap_candidates("verl_balanced_dp", cap_candidates);
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "verl-balanced-dp"};
     using solver = detail::verl_solver<dcp::placement_context<M, R>>;

@@ -83,7 +83,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 /// (τ ≤ max(exec_seconds) · max_gas) is tried; for each, every group takes the count whose total
 /// time is closest to τ without passing it (over-target error weighted 1.5, under 1); the τ with
 /// the smallest total error wins (ties: the first found).
-inline std::vector<std::int32_t> videosys_grad_accumulation(
+[[nodiscard]] inline std::vector<std::int32_t> videosys_grad_accumulation(
     const std::vector<double>& exec_seconds, const std::vector<std::int32_t>& max_accumulation,
     std::int32_t max_gas) {
   const auto score = [](double value, double target) {
@@ -134,7 +134,7 @@ struct pac_module {
 /// PAC's knapsack at 1 GiB granularity: how many layers of each module type to keep so that
 /// Σ ceil(bytes × count / 1 GiB) ≤ `capacity_gib`, maximising Σ value × count. Exact dynamic
 /// programming over the capacity (a multiple-choice knapsack, one choice per module type).
-inline std::vector<std::int64_t> pac_knapsack(const std::vector<pac_module>& modules,
+[[nodiscard]] inline std::vector<std::int64_t> pac_knapsack(const std::vector<pac_module>& modules,
                                               std::int64_t capacity_gib) {
   const auto width = static_cast<std::size_t>(std::max<std::int64_t>(capacity_gib, 0) + 1);
   const auto weight = [](const pac_module& m, std::int64_t count) {
@@ -180,9 +180,9 @@ struct videosys_dcp {
   std::uint64_t seed = 0;
 
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
-  std::string_view name() const noexcept { return "videosys-dcp"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "videosys-dcp"; }
   friend bool operator==(const videosys_dcp&, const videosys_dcp&) = default;
 };
 
@@ -203,7 +203,7 @@ struct videosys_bucket {
   std::size_t cursor = 0;              // samples already taken
   videosys_row row{};
   bool profiled = true;                // false: the cap-free fallback row
-  std::size_t left() const noexcept { return samples.size() - cursor; }
+  [[nodiscard]] std::size_t left() const noexcept { return samples.size() - cursor; }
 };
 
 template <class Context>
@@ -216,7 +216,7 @@ public:
         cap_(options.alloc_fraction * ctx.problem().cost.cluster().gpu.memory_bytes),
         random_(options.seed) {}
 
-  placement solve() {
+  [[nodiscard]] placement solve() {
     make_buckets();
     for (auto& b : buckets_) profile(b);
     placement out;
@@ -227,7 +227,7 @@ public:
     return out;
   }
 
-  const std::vector<videosys_bucket>& buckets() const noexcept { return buckets_; }
+  [[nodiscard]] const std::vector<videosys_bucket>& buckets() const noexcept { return buckets_; }
   void profile_only() {
     make_buckets();
     for (auto& b : buckets_) profile(b);
@@ -248,6 +248,7 @@ private:
     }
   }
 
+  [[nodiscard]]
   micro_batch_shape copies(std::size_t representative, std::int64_t batch_size) const {
     const auto& one = ctx_.shape(representative);
     return {batch_size * one.samples, batch_size * one.tokens, one.longest,
@@ -256,6 +257,7 @@ private:
 
   // The profiler's row for (bs, sp), or nullopt when its predicted memory with every layer
   // checkpointed passes the cap. With PAC, the knapsack keeps layers in the leftover memory.
+  [[nodiscard]]
   std::optional<videosys_row> row_for(std::size_t representative, std::int64_t batch_size,
                                       std::size_t k) const {
     const auto& cost = ctx_.problem().cost;
@@ -337,10 +339,11 @@ private:
     ctx_.throw_does_not_fit(b.samples.front());
   }
 
+  [[nodiscard]]
   std::int64_t sp_of(const videosys_bucket& b) const { return ctx_.degree(b.row.degree_index); }
 
   // splitmix64, uniform in [0, 1).
-  double uniform() {
+  [[nodiscard]] double uniform() {
     std::uint64_t z = (random_ += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -353,7 +356,7 @@ private:
     std::vector<std::vector<std::size_t>> batches;
   };
 
-  std::vector<std::size_t> take_batch(videosys_bucket& b) const {
+  [[nodiscard]] std::vector<std::size_t> take_batch(videosys_bucket& b) const {
     const auto n = std::min<std::size_t>(static_cast<std::size_t>(b.row.batch_size), b.left());
     std::vector<std::size_t> batch(b.samples.begin() + static_cast<std::ptrdiff_t>(b.cursor),
                                    b.samples.begin() + static_cast<std::ptrdiff_t>(b.cursor + n));
@@ -439,6 +442,7 @@ private:
   // SP first and then longest accumulated time first, each take the aligned block of their size
   // that is free earliest among those not yet taken in this iteration (the buddy argument keeps
   // one available while the iteration's SP sizes fit the world).
+  [[nodiscard]]
   std::vector<std::int64_t> place_groups(std::vector<group>& groups, const rank_clock& clock) const {
     const auto seconds = [&](const group& g) {
       double t = 0;
@@ -518,7 +522,7 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-placement videosys_dcp::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement videosys_dcp::place(const placement_problem<M, R>& problem) const {
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "videosys-dcp"};
     return detail::videosys_solver<dcp::placement_context<M, R>>(ctx, *this).solve();

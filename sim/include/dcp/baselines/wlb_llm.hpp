@@ -58,9 +58,9 @@ struct wlb_llm {
   std::int64_t micro_batches_per_group = 0;
 
   template <cost_model M, recompute_strategy<M> R>
-  placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
-  std::string_view name() const noexcept { return "wlb-llm"; }
+  [[nodiscard]] std::string_view name() const noexcept { return "wlb-llm"; }
   friend bool operator==(const wlb_llm&, const wlb_llm&) = default;
 };
 
@@ -73,7 +73,7 @@ public:
     capacity_ = std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
   }
 
-  placement solve() {
+  [[nodiscard]] placement solve() {
     if (options_.degree > 0) {
       validate(execution_config{options_.degree, ctx_.sp(), {}}, ctx_.problem().cost.model(),
                ctx_.problem().cost.cluster());
@@ -91,8 +91,9 @@ public:
   }
 
 private:
+  [[nodiscard]]
   std::int64_t tokens(std::size_t i) const { return ctx_.problem().samples[i].tokens; }
-  std::int64_t s_max(std::size_t k) const {
+  [[nodiscard]] std::int64_t s_max(std::size_t k) const {
     return options_.max_tokens > 0 ? options_.max_tokens : ctx_.degree(k) * capacity_;
   }
 
@@ -102,7 +103,7 @@ private:
     double workload = 0;
   };
 
-  placement plan_at(std::size_t k) const {
+  [[nodiscard]] placement plan_at(std::size_t k) const {
     const std::int64_t d = ctx_.degree(k);
     const auto groups = static_cast<std::size_t>(ctx_.gpus() / d);
     const std::int64_t cap = s_max(k);
@@ -141,7 +142,7 @@ private:
   }
 
   // W_a + W_l: the cost model's marginal time of the document at degree index k.
-  double predicted(std::size_t i, std::size_t k) const {
+  [[nodiscard]] double predicted(std::size_t i, std::size_t k) const {
     const auto& alone = ctx_.alone(i, k);
     if (alone.feasible) return ctx_.marginal_seconds(i, alone, k);
     const auto run = run_with_strategy(ctx_, ctx_.shape(i), k);
@@ -156,7 +157,7 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-placement wlb_llm::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement wlb_llm::place(const placement_problem<M, R>& problem) const {
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "wlb-llm"};
     return detail::wlb_solver<dcp::placement_context<M, R>>(ctx, *this).solve();

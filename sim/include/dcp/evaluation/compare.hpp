@@ -16,6 +16,7 @@
 
 #include "dcp/cost/calibrated.hpp"
 #include "dcp/plan/step_plan.hpp"
+#include "dcp/plan/validate_batch.hpp"
 #include "dcp/runtime/calibrated_step.hpp"
 #include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_bound.hpp"
@@ -35,6 +36,7 @@ struct policy_entry {
 /// What a framework would have measured for each micro-step of `plan` in the simulated step:
 /// its duration as run (noise and NIC sharing included), its true peak, and whether it ran out
 /// of memory. Indexed like plan.micro_steps.
+[[nodiscard]]
 inline std::vector<observation> observations_of(const step_plan& plan, std::span<const sample> batch,
                                                 const sim::step_result& simulated) {
   auto out = plan_observations(plan, batch);
@@ -99,14 +101,14 @@ struct scenario_result {
 
 namespace detail {
 
-inline double median(std::vector<double> v) {
+[[nodiscard]] inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   const auto n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-inline double tokens_per_second(const policy_result& p) {
+[[nodiscard]] inline double tokens_per_second(const policy_result& p) {
   double tokens = 0, seconds = 0;
   for (const auto& s : p.steps) {
     tokens += static_cast<double>(s.tokens);
@@ -115,6 +117,7 @@ inline double tokens_per_second(const policy_result& p) {
   return seconds > 0 ? tokens / seconds : 0.0;
 }
 
+[[nodiscard]]
 inline const policy_result* find(const std::vector<policy_result>& all, std::string_view name) {
   for (const auto& p : all)
     if (p.name == name) return &p;
@@ -165,6 +168,7 @@ inline void summarise(scenario_result& result) {
 
 /// Runs every policy on the scenario's steps. `progress(done, total)` is called after each
 /// (step, policy) pair.
+[[nodiscard]]
 inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& policies,
                            const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {
   scenario_result result;
@@ -177,6 +181,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   for (std::int64_t step = 0; step < sc.steps; ++step) {
     const std::uint64_t seed = sc.seed + static_cast<std::uint64_t>(step);
     const auto batch = sc.draw(seed);
+    validate_batch(batch);  // also bounds the total, so the sum below cannot overflow
     std::int64_t tokens = 0;
     for (const auto& s : batch) tokens += s.tokens;
     const double bound = sim::truth_lower_bound_seconds(batch, truth);

@@ -15,7 +15,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
 
 namespace detail {
 
-inline std::string escape_xml(std::string_view text) {
+[[nodiscard]] inline std::string escape_xml(std::string_view text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
@@ -30,7 +30,7 @@ inline std::string escape_xml(std::string_view text) {
 }
 
 /// A colour per power-of-two degree (1, 2, 4, ... 1024), colour-blind-friendly order.
-inline const char* degree_colour(std::int64_t degree) {
+[[nodiscard]] inline const char* degree_colour(std::int64_t degree) {
   static const char* palette[] = {"#4477aa", "#66ccee", "#228833", "#ccbb44", "#ee6677",
                                   "#aa3377", "#bbbbbb", "#332288", "#117733", "#882255", "#44aa99"};
   std::size_t k = 0;
@@ -38,7 +38,7 @@ inline const char* degree_colour(std::int64_t degree) {
   return palette[k];
 }
 
-inline std::string fixed(double v, int digits = 2) {
+[[nodiscard]] inline std::string fixed(double v, int digits = 2) {
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(digits);
@@ -46,7 +46,7 @@ inline std::string fixed(double v, int digits = 2) {
   return os.str();
 }
 
-inline std::string header(double width, double height) {
+[[nodiscard]] inline std::string header(double width, double height) {
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fixed(width, 0) + "\" height=\"" +
          fixed(height, 0) + "\" viewBox=\"0 0 " + fixed(width, 0) + " " + fixed(height, 0) +
          "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
@@ -57,6 +57,7 @@ inline std::string header(double width, double height) {
 
 /// One step's per-GPU timeline: a row per rank, a box per micro-step coloured by its degree;
 /// micro-steps with recomputation are hatched. Rows are thinned to at most 256 for large runs.
+[[nodiscard]]
 inline std::string timeline_svg(const sim::step_result& step, std::string_view title) {
   const auto ranks = step.timelines.size();
   const std::size_t stride = std::max<std::size_t>(1, (ranks + 255) / 256);
@@ -110,6 +111,7 @@ inline std::string timeline_svg(const sim::step_result& step, std::string_view t
 }
 
 /// Horizontal bars, one per (label, value), with the value printed.
+[[nodiscard]]
 inline std::string bar_chart_svg(const std::vector<std::pair<std::string, double>>& bars,
                                  std::string_view title, std::string_view unit) {
   const double left = 150, top = 40, width = 600, bar = 22;
@@ -134,6 +136,7 @@ inline std::string bar_chart_svg(const std::vector<std::pair<std::string, double
 }
 
 /// One line per series over the step index, y in [0, 1] (utilisation).
+[[nodiscard]]
 inline std::string line_chart_svg(const std::vector<std::pair<std::string, std::vector<double>>>& series,
                                   std::string_view title, std::string_view y_label) {
   const double left = 60, top = 40, width = 700, height = 300;

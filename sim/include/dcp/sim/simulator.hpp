@@ -72,7 +72,7 @@ struct simulated_micro_step {
   bool crosses_nodes = false;
   bool oom = false;
 
-  double seconds() const noexcept { return end_seconds - start_seconds; }
+  [[nodiscard]] double seconds() const noexcept { return end_seconds - start_seconds; }
   friend bool operator==(const simulated_micro_step&, const simulated_micro_step&) = default;
 };
 
@@ -93,7 +93,7 @@ struct step_result {
   std::vector<double> rank_peak_bytes{};                ///< static bytes for a rank with no work
   std::vector<simulated_micro_step> micro_steps{};
 
-  double tokens_per_second() const noexcept {
+  [[nodiscard]] double tokens_per_second() const noexcept {
     return step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0.0;
   }
   friend bool operator==(const step_result&, const step_result&) = default;
@@ -108,13 +108,13 @@ inline std::ostream& operator<<(std::ostream& os, const step_result& r) {
 
 namespace detail {
 
-inline std::string describe(const micro_step& m, std::size_t index) {
+[[nodiscard]] inline std::string describe(const micro_step& m, std::size_t index) {
   return "micro-step #" + std::to_string(m.sequence) + " (entry " + std::to_string(index) +
          ", ranks " + std::to_string(m.first_rank) + ".." + std::to_string(m.last_rank()) + ")";
 }
 
 /// Lognormal multiplier with mean 1.
-inline double noise_factor(workload::rng& random, double sigma) {
+[[nodiscard]] inline double noise_factor(workload::rng& random, double sigma) {
   if (sigma <= 0) return 1.0;
   return std::exp(sigma * workload::standard_normal(random) - 0.5 * sigma * sigma);
 }
@@ -126,7 +126,7 @@ inline double noise_factor(workload::rng& random, double sigma) {
 /// the cluster or with an invalid config, a sample id not in the batch, a sample in two
 /// micro-steps or in none (require_every_sample), and two micro-steps with the same sequence
 /// number sharing a rank (ranks could take them in opposite orders and deadlock).
-inline step_result simulate(const step_plan& plan, std::span<const sample> batch,
+[[nodiscard]] inline step_result simulate(const step_plan& plan, std::span<const sample> batch,
                             const truth_model& truth, const sim_options& options = {}) {
   const auto& cluster = truth.cluster();
   const std::int64_t gpus = cluster.gpus;
@@ -412,7 +412,7 @@ inline step_result simulate(const step_plan& plan, std::span<const sample> batch
   return result;
 }
 
-inline step_result simulate(const step_plan& plan, const std::vector<sample>& batch,
+[[nodiscard]] inline step_result simulate(const step_plan& plan, const std::vector<sample>& batch,
                             const truth_model& truth, const sim_options& options = {}) {
   return simulate(plan, std::span<const sample>(batch.data(), batch.size()), truth, options);
 }

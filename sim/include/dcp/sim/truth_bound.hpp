@@ -23,6 +23,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::sim {
 /// each option's recomputation the strategy's choice for the sample alone at the capacity.
 /// Throws what validate_batch throws, and sample_does_not_fit for a sample that fits nowhere.
 template <recompute_strategy<truth_model> Recompute = pyramid_recompute>
+[[nodiscard]]
 double truth_lower_bound_seconds(std::span<const sample> batch, const truth_model& truth,
                                  const Recompute& recompute = {}) {
   validate_batch(batch);
@@ -38,6 +39,7 @@ double truth_lower_bound_seconds(std::span<const sample> batch, const truth_mode
   return dcp::detail::lower_bound_seconds(context);
 }
 
+[[nodiscard]]
 inline double truth_lower_bound_seconds(const std::vector<sample>& batch, const truth_model& truth) {
   return truth_lower_bound_seconds(std::span<const sample>(batch.data(), batch.size()), truth);
 }

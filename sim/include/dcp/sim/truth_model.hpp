@@ -96,6 +96,7 @@ struct truth_constants {
 struct saturating_curve {
   double max = 0;
   double half = 0;
+  [[nodiscard]]
   double operator()(double x) const noexcept { return x > 0 ? max * x / (x + half) : 0.0; }
   friend bool operator==(const saturating_curve&, const saturating_curve&) = default;
 };
@@ -106,7 +107,7 @@ struct saturating_curve {
 /// over its sequences computable from the additive shape: the time of a sequence of s tokens
 /// with P (query, key) pairs is (P + s_half * s) / (eta_max * R).
 template <std::size_t N>
-saturating_curve fit_saturating(const std::array<double, N>& lengths,
+[[nodiscard]] saturating_curve fit_saturating(const std::array<double, N>& lengths,
                                 const std::array<double, N>& efficiency) {
   // Minimise sum_k (e_k * (u + v / s_k) - 1)^2 over u = 1/eta_max, v = s_half/eta_max.
   double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
@@ -129,10 +130,10 @@ saturating_curve fit_saturating(const std::array<double, N>& lengths,
 struct group_layout {
   std::int64_t nodes = 1;          ///< nodes the group touches
   std::int64_t min_per_node = 1;   ///< fewest members on one of those nodes
-  bool crosses_nodes() const noexcept { return nodes > 1; }
+  [[nodiscard]] bool crosses_nodes() const noexcept { return nodes > 1; }
 };
 
-inline group_layout layout_of(std::int64_t first_rank, std::int64_t degree,
+[[nodiscard]] inline group_layout layout_of(std::int64_t first_rank, std::int64_t degree,
                               std::int64_t gpus_per_node) noexcept {
   const std::int64_t last = first_rank + degree - 1;
   const std::int64_t first_node = first_rank / gpus_per_node;
@@ -169,20 +170,20 @@ struct micro_step_parts {
   bool crosses_nodes = false;
 
   /// Everything that does not overlap with transfers.
-  double serial_seconds() const noexcept {
+  [[nodiscard]] double serial_seconds() const noexcept {
     return gemm_seconds + attention_seconds + memory_bound_seconds + latency_seconds +
            overhead_seconds - overlapped_seconds;
   }
-  double compute_seconds() const noexcept {
+  [[nodiscard]] double compute_seconds() const noexcept {
     return gemm_seconds + attention_seconds + memory_bound_seconds;
   }
   /// Duration when this GPU's share of its node's NICs is `nic_rate` bytes/s.
-  double seconds_at(double nic_rate) const noexcept {
+  [[nodiscard]] double seconds_at(double nic_rate) const noexcept {
     const double network = inter_node_bytes > 0 ? inter_node_bytes / nic_rate : 0.0;
     return serial_seconds() + std::max({overlapped_seconds, intra_node_seconds, network});
   }
   /// Duration with the NIC to itself.
-  double seconds() const noexcept { return seconds_at(nic_bandwidth); }
+  [[nodiscard]] double seconds() const noexcept { return seconds_at(nic_bandwidth); }
 };
 
 class truth_model {
@@ -200,39 +201,43 @@ public:
     derive();
   }
 
-  const model_spec& model() const noexcept { return model_; }
-  const cluster_spec& cluster() const noexcept { return cluster_; }
-  const training_spec& training() const noexcept { return training_; }
-  const truth_constants& constants() const noexcept { return constants_; }
+  [[nodiscard]] const model_spec& model() const noexcept { return model_; }
+  [[nodiscard]] const cluster_spec& cluster() const noexcept { return cluster_; }
+  [[nodiscard]] const training_spec& training() const noexcept { return training_; }
+  [[nodiscard]] const truth_constants& constants() const noexcept { return constants_; }
 
   /// The budget the planner plans against: capacity minus the training spec's headroom.
-  double memory_budget() const noexcept { return training_.memory_budget(cluster_); }
+  [[nodiscard]] double memory_budget() const noexcept { return training_.memory_budget(cluster_); }
   /// Physical HBM: a micro-step whose true peak exceeds it runs out of memory.
-  double capacity_bytes() const noexcept { return cluster_.gpu.memory_bytes; }
+  [[nodiscard]] double capacity_bytes() const noexcept { return cluster_.gpu.memory_bytes; }
 
   // ---- efficiency curves -------------------------------------------------------------------
 
   /// GEMM efficiency at n tokens per GPU.
-  double gemm_efficiency(double tokens_per_gpu) const noexcept {
+  [[nodiscard]] double gemm_efficiency(double tokens_per_gpu) const noexcept {
     return saturating_curve{constants_.gemm_efficiency_max, constants_.gemm_half_tokens}(
         tokens_per_gpu);
   }
   /// FlashAttention efficiency (fraction of peak) for sequences of `length` tokens, as fitted.
+  [[nodiscard]]
   double attention_forward_efficiency(double length) const noexcept { return forward_(length); }
+  [[nodiscard]]
   double attention_backward_efficiency(double length) const noexcept { return backward_(length); }
+  [[nodiscard]]
   const saturating_curve& attention_forward_curve() const noexcept { return forward_; }
+  [[nodiscard]]
   const saturating_curve& attention_backward_curve() const noexcept { return backward_; }
 
   /// NCCL's predicted latency of a collective with `intra_steps` NVLink and `network_steps`
   /// network steps (§1.3, tuning.cc).
-  double collective_latency(double intra_steps, double network_steps) const noexcept {
+  [[nodiscard]] double collective_latency(double intra_steps, double network_steps) const noexcept {
     return constants_.nccl_base_latency + intra_steps * constants_.nccl_nvlink_step_latency +
            network_steps * constants_.nccl_network_step_latency;
   }
   /// Bus bandwidth a collective of `bytes` per rank achieves: t = latency + k S / B_max is
   /// busbw(S) = B_max S / (S + S_half) with S_half = latency B_max / k, the nccl-tests shape
   /// (§3.1); returned for a k = (n-1)/n collective inside one node.
-  double all_to_all_bus_bandwidth(double bytes, std::int64_t ranks) const noexcept {
+  [[nodiscard]] double all_to_all_bus_bandwidth(double bytes, std::int64_t ranks) const noexcept {
     if (ranks <= 1 || bytes <= 0) return 0.0;
     const double n = static_cast<double>(ranks);
     const double k = (n - 1.0) / n;
@@ -241,30 +246,31 @@ public:
   }
 
   /// Cross-node NIC bandwidth of one node, shared by the transfers running on it.
-  double node_nic_bandwidth() const noexcept {
+  [[nodiscard]] double node_nic_bandwidth() const noexcept {
     return static_cast<double>(nics_per_node()) * cluster_.nic_bandwidth;
   }
-  std::int64_t nics_per_node() const noexcept {
+  [[nodiscard]] std::int64_t nics_per_node() const noexcept {
     return constants_.nics_per_node > 0 ? constants_.nics_per_node : cluster_.gpus_per_node;
   }
   /// The most one GPU's cross-node traffic gets: one NIC (§1.2 [S] nccl-tests#267).
-  double gpu_nic_cap() const noexcept { return cluster_.nic_bandwidth; }
+  [[nodiscard]] double gpu_nic_cap() const noexcept { return cluster_.nic_bandwidth; }
 
   // ---- time --------------------------------------------------------------------------------
 
   /// The parts of one micro-step run by the group [first_rank, first_rank + degree).
-  dcp::sim::micro_step_parts micro_step_parts_at(const micro_batch_shape& s,
+  [[nodiscard]] dcp::sim::micro_step_parts micro_step_parts_at(const micro_batch_shape& s,
                                                  const execution_config& c,
                                                  std::int64_t first_rank) const noexcept {
     return parts(s, c, layout_of(first_rank, c.degree, cluster_.gpus_per_node));
   }
   /// The parts of one micro-step on an aligned group (first rank a multiple of the degree).
-  dcp::sim::micro_step_parts micro_step_parts(const micro_batch_shape& s,
+  [[nodiscard]] dcp::sim::micro_step_parts micro_step_parts(const micro_batch_shape& s,
                                               const execution_config& c) const noexcept {
     return parts(s, c, layout_of(0, c.degree, cluster_.gpus_per_node));
   }
 
   /// cost_model requirement 1: the micro-step's time on an aligned group with the NICs to itself.
+  [[nodiscard]]
   double seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return micro_step_parts(s, c).seconds();
   }
@@ -273,6 +279,7 @@ public:
   /// every term is affine in the shape's additive fields, so `s` adds its slopes; fixed costs
   /// (GEMM half-saturation, latencies, launches) are left out, and where two transfers or a
   /// transfer and ring attention overlap it adds the smaller of the two.
+  [[nodiscard]]
   double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     const auto with = micro_step_parts(s, c);
     const auto without = micro_step_parts(micro_batch_shape{}, c);
@@ -288,7 +295,7 @@ public:
   /// ZeRO 0 (NVLink SHARP inside a node, ring across nodes), reduce-scatter + all-gather for
   /// ZeRO 1-2, and for ZeRO 3 the reduce-scatter plus the forward and backward parameter
   /// all-gathers (once per step). Not overlapped with the backward pass.
-  double gradient_sync_seconds(std::int64_t gpus) const noexcept {
+  [[nodiscard]] double gradient_sync_seconds(std::int64_t gpus) const noexcept {
     if (gpus <= 1) return 0.0;
     const double n = static_cast<double>(gpus);
     const auto gpn = cluster_.gpus_per_node;
@@ -309,24 +316,29 @@ public:
     const double one = latency(n - 1.0) + (n - 1.0) / n * bytes / ring_bandwidth;
     return (training_.zero_stage == 3 ? 3.0 : 2.0) * one;
   }
+  [[nodiscard]]
   double gradient_sync_seconds() const noexcept { return gradient_sync_seconds(cluster_.gpus); }
 
   // ---- memory ------------------------------------------------------------------------------
 
   /// cost_model requirement 2: the true peak per GPU — static bytes plus the dynamic bytes
   /// inflated by fragmentation.
+  [[nodiscard]]
   double peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return static_bytes() + dynamic_bytes(s, c) * (1.0 + constants_.fragmentation);
   }
   /// The same peak before fragmentation.
+  [[nodiscard]]
   double allocated_peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return static_bytes() + dynamic_bytes(s, c);
   }
   /// Model states under the ZeRO stage (§4.1 [S]) plus CUDA context and NCCL buffers.
+  [[nodiscard]]
   double static_bytes() const noexcept { return states_ + constants_.cuda_context_bytes + constants_.nccl_buffer_bytes; }
 
   /// Activations, FlashAttention backward transients, logits, communication buffers and ZeRO-3
   /// gather buffers per GPU (§4.2, §4.3; Korthikanti et al. accounting, FlashAttention).
+  [[nodiscard]]
   double dynamic_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
     double bytes = detail::activation_bytes_per_gpu(
         model_, s, c,
@@ -426,6 +438,7 @@ private:
     states_ = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
   }
 
+  [[nodiscard]]
   dcp::sim::micro_step_parts parts(const micro_batch_shape& s, const execution_config& c,
                                    const group_layout& layout) const noexcept {
     dcp::sim::micro_step_parts out;

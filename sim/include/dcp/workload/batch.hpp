@@ -20,7 +20,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::workload {
 namespace detail {
 
 /// a + b, or invalid_sample naming `what` when the sum passes the int64 range.
-inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
+[[nodiscard]] inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
   if (b > 0 && a > std::numeric_limits<std::int64_t>::max() - b) {
     throw invalid_sample(std::string(what) + ": the token total passes " +
                          std::to_string(std::numeric_limits<std::int64_t>::max()));
@@ -28,7 +28,7 @@ inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what
   return a + b;
 }
 
-inline std::uint64_t next_id(std::uint64_t id, const char* what) {
+[[nodiscard]] inline std::uint64_t next_id(std::uint64_t id, const char* what) {
   if (id == std::numeric_limits<std::uint64_t>::max()) {
     throw invalid_sample(std::string(what) + ": sample ids pass " + std::to_string(id));
   }
@@ -43,7 +43,7 @@ inline std::uint64_t next_id(std::uint64_t id, const char* what) {
 /// in draw order. The same (distribution, target, seed, first_id) gives the same batch on every
 /// platform. Throws invalid_spec when target_tokens < 1.
 template <sample_distribution D>
-std::vector<dcp::sample> draw_batch(const D& distribution, std::int64_t target_tokens,
+[[nodiscard]] std::vector<dcp::sample> draw_batch(const D& distribution, std::int64_t target_tokens,
                                     std::uint64_t seed, std::uint64_t first_id = 0) {
   if (target_tokens < 1) {
     throw invalid_spec("draw_batch: target_tokens = " + std::to_string(target_tokens) +
@@ -68,6 +68,7 @@ std::vector<dcp::sample> draw_batch(const D& distribution, std::int64_t target_t
 /// Draws exactly `count` samples from `distribution` with rng(seed); ids first_id, first_id + 1,
 /// ... The first k samples equal those of draw_batch with the same seed.
 template <sample_distribution D>
+[[nodiscard]]
 std::vector<dcp::sample> draw_samples(const D& distribution, std::int64_t count, std::uint64_t seed,
                                       std::uint64_t first_id = 0) {
   if (count < 0) {
@@ -92,7 +93,7 @@ struct split_report {
   std::int64_t tokens_before = 0;
   std::int64_t tokens_after = 0;
 
-  bool tokens_conserved() const noexcept { return tokens_before == tokens_after; }
+  [[nodiscard]] bool tokens_conserved() const noexcept { return tokens_before == tokens_after; }
   friend bool operator==(const split_report&, const split_report&) = default;
 };
 
@@ -116,7 +117,7 @@ struct split_result {
 /// whole and counted in the report.
 /// Throws invalid_spec for context_tokens < 1 and invalid_sample for a sample with tokens < 1
 /// or an id that appears twice.
-inline split_result split_to_context(std::span<const dcp::sample> samples,
+[[nodiscard]] inline split_result split_to_context(std::span<const dcp::sample> samples,
                                      std::int64_t context_tokens) {
   if (context_tokens < 1) {
     throw invalid_spec("split_to_context: context_tokens = " + std::to_string(context_tokens) +

@@ -30,7 +30,7 @@ inline constexpr double inv_ln2 = 1.44269504088896338700e+00;
 inline constexpr double sqrt_half = 0.70710678118654752440;
 
 /// Natural logarithm; accurate to a few ulp. log(0) = -inf, log(x < 0) = NaN.
-inline double portable_log(double x) noexcept {
+[[nodiscard]] inline double portable_log(double x) noexcept {
   if (std::isnan(x) || x < 0) return std::numeric_limits<double>::quiet_NaN();
   if (x == 0) return -std::numeric_limits<double>::infinity();
   if (std::isinf(x)) return x;
@@ -53,7 +53,7 @@ inline double portable_log(double x) noexcept {
 }
 
 /// e^x; accurate to a few ulp. Overflows to +inf above ~709.78 and underflows to 0.
-inline double portable_exp(double x) noexcept {
+[[nodiscard]] inline double portable_exp(double x) noexcept {
   if (std::isnan(x)) return x;
   if (x > 709.78) return std::numeric_limits<double>::infinity();
   if (x < -745.2) return 0.0;
@@ -84,13 +84,13 @@ inline double portable_exp(double x) noexcept {
 }
 
 /// base^exponent for base > 0, as exp(exponent * log(base)).
-inline double portable_pow(double base, double exponent) noexcept {
+[[nodiscard]] inline double portable_pow(double base, double exponent) noexcept {
   return portable_exp(exponent * portable_log(base));
 }
 
 /// Horner evaluation with explicit fma: c[0] x^(n-1) + ... + c[n-1].
 template <std::size_t n>
-inline double horner(const double (&coefficients)[n], double x) noexcept {
+[[nodiscard]] inline double horner(const double (&coefficients)[n], double x) noexcept {
   double result = coefficients[0];
   for (std::size_t i = 1; i < n; ++i) result = std::fma(result, x, coefficients[i]);
   return result;
@@ -99,7 +99,7 @@ inline double horner(const double (&coefficients)[n], double x) noexcept {
 /// Quantile of the standard normal distribution for p in (0, 1): the z with Phi(z) = p.
 /// P. J. Acklam's rational approximation (2003), relative error below 1.15e-9 — far below the
 /// sampling noise of any test; determinism, not the last digit, is what matters here.
-inline double normal_quantile(double p) noexcept {
+[[nodiscard]] inline double normal_quantile(double p) noexcept {
   constexpr double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
                            1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
   constexpr double b[6] = {-5.447609879822406e+01, 1.615858368580409e+02,  -1.556989798598866e+02,

@@ -46,7 +46,7 @@ public:
   }
 
   /// The sampler for a table derived by tools/derive_length_profile.cpp.
-  static empirical_profile from_table(const profile_table& table) {
+  [[nodiscard]] static empirical_profile from_table(const profile_table& table) {
     std::vector<quantile_point> points;
     points.reserve(table.points.size());
     for (const auto& p : table.points) {
@@ -59,12 +59,13 @@ public:
 
   /// English Wikipedia document lengths (FlexSP evaluation data, 1M documents, mean 1,014,
   /// median 347, p99 ~10.9K, max 1.82M); table in wikipedia_profile.hpp.
+  [[nodiscard]]
   static empirical_profile wikipedia() { return from_table(profiles::wikipedia_table); }
 
-  const std::vector<quantile_point>& points() const noexcept { return points_; }
+  [[nodiscard]] const std::vector<quantile_point>& points() const noexcept { return points_; }
 
   /// The interpolated inverse CDF at `probability` in [0, 1], before rounding.
-  double quantile(double probability) const {
+  [[nodiscard]] double quantile(double probability) const {
     if (!(probability >= 0 && probability <= 1)) {
       throw invalid_spec("empirical_profile::quantile: probability = " +
                          std::to_string(probability) + ", must be in [0, 1]");
@@ -73,7 +74,7 @@ public:
     return interpolate(i, probability);
   }
 
-  std::int64_t draw_tokens(rng& random) const {
+  [[nodiscard]] std::int64_t draw_tokens(rng& random) const {
     const double u = random.uniform();
     const std::size_t i = segment_of(u);
     const double x = interpolate(i, u);
@@ -84,13 +85,13 @@ public:
     return std::max<std::int64_t>(1, std::llround(std::clamp(x, lo, hi)));
   }
 
-  dcp::sample draw(rng& random, std::uint64_t id) const {
+  [[nodiscard]] dcp::sample draw(rng& random, std::uint64_t id) const {
     return dcp::text_sample(id, draw_tokens(random));
   }
 
   /// Mean length of the interpolated distribution (before rounding): each segment of
   /// probability dp between lengths a <= b adds dp times (b - a) / ln(b / a).
-  double mean_tokens() const noexcept {
+  [[nodiscard]] double mean_tokens() const noexcept {
     double mean = 0;
     for (std::size_t i = 0; i + 1 < points_.size(); ++i) {
       const double dp = points_[i + 1].probability - points_[i].probability;
@@ -108,7 +109,7 @@ public:
 
 private:
   /// Index i of the segment [p_i, p_{i+1}) holding `probability`; the last segment holds 1.
-  std::size_t segment_of(double probability) const noexcept {
+  [[nodiscard]] std::size_t segment_of(double probability) const noexcept {
     const auto after = std::upper_bound(
         points_.begin(), points_.end(), probability,
         [](double p, const quantile_point& point) { return p < point.probability; });
@@ -116,7 +117,7 @@ private:
     return std::min(index == 0 ? 0 : index - 1, points_.size() - 2);
   }
 
-  double interpolate(std::size_t i, double probability) const noexcept {
+  [[nodiscard]] double interpolate(std::size_t i, double probability) const noexcept {
     const quantile_point& a = points_[i];
     const quantile_point& b = points_[i + 1];
     if (a.tokens == b.tokens || probability <= a.probability) return a.tokens;
@@ -171,6 +172,6 @@ inline std::ostream& operator<<(std::ostream& os, const empirical_profile& profi
 }
 
 /// The Wikipedia preset; see empirical_profile::wikipedia().
-inline empirical_profile wikipedia() { return empirical_profile::wikipedia(); }
+[[nodiscard]] inline empirical_profile wikipedia() { return empirical_profile::wikipedia(); }
 
 }  // namespace dcp::workload

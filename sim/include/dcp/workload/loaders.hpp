@@ -23,7 +23,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::workload {
 
 namespace detail {
 
-inline std::string_view trim(std::string_view text) noexcept {
+[[nodiscard]] inline std::string_view trim(std::string_view text) noexcept {
   constexpr std::string_view blanks = " \t\r\n\v\f";
   const auto first = text.find_first_not_of(blanks);
   if (first == std::string_view::npos) return {};
@@ -33,19 +33,19 @@ inline std::string_view trim(std::string_view text) noexcept {
 
 /// The offending text as it goes into a message: quoted, and cut at 40 characters so that a
 /// binary file fed by mistake does not make a megabyte-long exception.
-inline std::string quoted(std::string_view text) {
+[[nodiscard]] inline std::string quoted(std::string_view text) {
   constexpr std::size_t shown = 40;
   if (text.size() <= shown) return "'" + std::string(text) + "'";
   return "'" + std::string(text.substr(0, shown)) + "...' (" + std::to_string(text.size()) +
          " characters)";
 }
 
-inline std::string location(std::string_view source, std::int64_t line) {
+[[nodiscard]] inline std::string location(std::string_view source, std::int64_t line) {
   return std::string(source) + ":" + std::to_string(line) + ": ";
 }
 
 /// Lines that carry no record: blank, or a comment starting with '#'.
-inline bool is_skipped(std::string_view trimmed) noexcept {
+[[nodiscard]] inline bool is_skipped(std::string_view trimmed) noexcept {
   return trimmed.empty() || trimmed.front() == '#';
 }
 
@@ -53,6 +53,7 @@ inline bool is_skipped(std::string_view trimmed) noexcept {
 /// whose message starts with where(), the "source:line: " prefix (plus a field name where there
 /// is one). where() runs only on failure: building it for every line would dominate the cost.
 template <class Where>
+[[nodiscard]]
 std::int64_t parse_positive(std::string_view text, const Where& where, std::string_view what) {
   std::int64_t value = 0;
   const char* const first = text.data();
@@ -104,7 +105,7 @@ void for_each_line(std::istream& input, std::string_view source, F&& on_line,
   if (!pending.empty()) on_line(++line_number, std::string_view(pending));
 }
 
-inline std::ifstream open_or_throw(const std::filesystem::path& path) {
+[[nodiscard]] inline std::ifstream open_or_throw(const std::filesystem::path& path) {
   std::ifstream file(path);
   if (!file) throw error(path.string() + ": cannot open the file for reading");
   return file;
@@ -115,6 +116,7 @@ inline std::ifstream open_or_throw(const std::filesystem::path& path) {
 /// Text samples from one token count per line; blank lines and lines starting with '#'
 /// (after optional blanks) are skipped. Ids are 0..n-1 in file order, attention causal.
 /// Throws invalid_sample naming `source_name`, the 1-based line, the text and the limit.
+[[nodiscard]]
 inline std::vector<dcp::sample> read_lengths(std::istream& input, std::string_view source_name) {
   std::vector<dcp::sample> samples;
   detail::for_each_line(input, source_name, [&](std::int64_t line_number, std::string_view line) {
@@ -128,7 +130,7 @@ inline std::vector<dcp::sample> read_lengths(std::istream& input, std::string_vi
 }
 
 /// read_lengths on a file; the file name is the source named in errors.
-inline std::vector<dcp::sample> read_lengths_file(const std::filesystem::path& path) {
+[[nodiscard]] inline std::vector<dcp::sample> read_lengths_file(const std::filesystem::path& path) {
   std::ifstream file = detail::open_or_throw(path);
   return read_lengths(file, path.string());
 }
@@ -137,7 +139,7 @@ inline std::vector<dcp::sample> read_lengths_file(const std::filesystem::path& p
 /// the VAE and patchification, not pixels). An optional first record `frames,height,width`
 /// (any case) is a header and skipped; blank and '#' lines are skipped. Ids are 0..n-1.
 /// Throws invalid_sample naming `source_name`, the line, the field, the text and the limit.
-inline std::vector<dcp::sample> read_video_csv(
+[[nodiscard]] inline std::vector<dcp::sample> read_video_csv(
     std::istream& input, std::string_view source_name,
     dcp::attention_kind attention = dcp::attention_kind::factorised) {
   constexpr std::string_view field_names[3] = {"frames", "height", "width"};
@@ -193,7 +195,7 @@ inline std::vector<dcp::sample> read_video_csv(
 }
 
 /// read_video_csv on a file; the file name is the source named in errors.
-inline std::vector<dcp::sample> read_video_csv_file(
+[[nodiscard]] inline std::vector<dcp::sample> read_video_csv_file(
     const std::filesystem::path& path,
     dcp::attention_kind attention = dcp::attention_kind::factorised) {
   std::ifstream file = detail::open_or_throw(path);

@@ -41,13 +41,14 @@ public:
     total_ = total;
   }
 
-  const std::tuple<Components...>& components() const noexcept { return components_; }
-  const std::array<double, size>& weights() const noexcept { return weights_; }
+  [[nodiscard]] const std::tuple<Components...>& components() const noexcept { return components_; }
+  [[nodiscard]] const std::array<double, size>& weights() const noexcept { return weights_; }
   /// Probability that a draw comes from component `index`.
+  [[nodiscard]]
   double share(std::size_t index) const noexcept { return weights_.at(index) / total_; }
 
   /// The component a draw uses: the first i with u * sum < cumulative weight up to i.
-  std::size_t draw_component(rng& random) const noexcept {
+  [[nodiscard]] std::size_t draw_component(rng& random) const noexcept {
     const double target = random.uniform() * total_;
     for (std::size_t i = 0; i < size; ++i) {
       if (target < cumulative_[i]) return i;
@@ -61,16 +62,16 @@ public:
   }
 
   /// Draw from component `index` alone (to check a component's own statistics).
-  std::int64_t draw_tokens_from(std::size_t index, rng& random) const {
+  [[nodiscard]] std::int64_t draw_tokens_from(std::size_t index, rng& random) const {
     return draw_from(index, random, std::index_sequence_for<Components...>{});
   }
 
-  std::int64_t draw_tokens(rng& random) const {
+  [[nodiscard]] std::int64_t draw_tokens(rng& random) const {
     const std::size_t index = draw_component(random);
     return draw_tokens_from(index, random);
   }
 
-  dcp::sample draw(rng& random, std::uint64_t id) const {
+  [[nodiscard]] dcp::sample draw(rng& random, std::uint64_t id) const {
     return dcp::text_sample(id, draw_tokens(random));
   }
 
@@ -78,6 +79,7 @@ public:
 
 private:
   template <std::size_t... I>
+  [[nodiscard]]
   std::int64_t draw_from(std::size_t index, rng& random, std::index_sequence<I...>) const {
     std::int64_t tokens = 0;
     const bool found =

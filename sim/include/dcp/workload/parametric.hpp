@@ -25,7 +25,7 @@ enum class bound_policy : std::uint8_t {
   resample,  ///< draw again (the distribution conditioned on the range)
 };
 
-constexpr std::string_view to_string(bound_policy policy) noexcept {
+[[nodiscard]] constexpr std::string_view to_string(bound_policy policy) noexcept {
   switch (policy) {
     case bound_policy::clip:
       return "clip";
@@ -98,11 +98,11 @@ public:
     log_mean_ = std::fma(-0.5 * p.log_sigma, p.log_sigma, detail::portable_log(p.mean_tokens));
   }
 
-  const params& parameters() const noexcept { return params_; }
+  [[nodiscard]] const params& parameters() const noexcept { return params_; }
   /// mu, the mean of ln(length) before bounding.
-  double log_mean() const noexcept { return log_mean_; }
+  [[nodiscard]] double log_mean() const noexcept { return log_mean_; }
 
-  std::int64_t draw_tokens(rng& random) const {
+  [[nodiscard]] std::int64_t draw_tokens(rng& random) const {
     const auto lo = static_cast<double>(params_.min_tokens);
     const auto hi = static_cast<double>(params_.max_tokens);
     for (int attempt = 0; attempt < max_attempts; ++attempt) {
@@ -120,7 +120,7 @@ public:
                 ", log_sigma = " + std::to_string(params_.log_sigma) + ")");
   }
 
-  dcp::sample draw(rng& random, std::uint64_t id) const {
+  [[nodiscard]] dcp::sample draw(rng& random, std::uint64_t id) const {
     return dcp::text_sample(id, draw_tokens(random));
   }
 
@@ -167,9 +167,9 @@ public:
     inverse_alpha_ = -1 / p.alpha;
   }
 
-  const params& parameters() const noexcept { return params_; }
+  [[nodiscard]] const params& parameters() const noexcept { return params_; }
 
-  std::int64_t draw_tokens(rng& random) const {
+  [[nodiscard]] std::int64_t draw_tokens(rng& random) const {
     // x = m (1 - u (1 - (m/C)^alpha))^(-1/alpha), the inverse of F above.
     const double u = random.uniform();
     const double base = std::fma(-u, mass_, 1.0);
@@ -180,7 +180,7 @@ public:
     return static_cast<std::int64_t>(length);
   }
 
-  dcp::sample draw(rng& random, std::uint64_t id) const {
+  [[nodiscard]] dcp::sample draw(rng& random, std::uint64_t id) const {
     return dcp::text_sample(id, draw_tokens(random));
   }
 

@@ -15,7 +15,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::workload {
 /// mu = ln 1024 - 1.5^2/2 (median ~332), then np.clip to [128, 8192] and astype(int). "Mean
 /// 1024" is the mean of the unclipped lognormal; the clip puts ~26% of samples at exactly 128
 /// and ~1.6% at 8192, and the clipped mean is ~905.
-inline lognormal_lengths megatron_mock() {
+[[nodiscard]] inline lognormal_lengths megatron_mock() {
   return lognormal_lengths({.mean_tokens = 1024,  // mean_seq_len, benchmark_dcp.sh
                             .log_sigma = 1.5,     // lognormal_sigma, benchmark_dcp.sh
                             .min_tokens = 128,    // min_seq_len, benchmark_dcp.sh
@@ -28,7 +28,7 @@ using long_sft_distribution = mixture<lognormal_lengths, lognormal_lengths>;
 /// Bimodal long-context SFT as Skrull quotes Llama 3's mix: 99.89% short samples with mean ~1K
 /// and 0.11% long samples with mean ~37K. The shapes are not published; both modes are
 /// lognormal (means of the unbounded lognormals below), bounded to Llama 3's 128K context.
-inline long_sft_distribution llama3_long_sft() {
+[[nodiscard]] inline long_sft_distribution llama3_long_sft() {
   constexpr std::int64_t context = 131072;  // Llama 3.1 context window, 128K tokens
   return long_sft_distribution(
       {0.9989, 0.0011},  // sample shares, Skrull quoting Llama 3 (peers.md §3 D)
@@ -53,7 +53,7 @@ using long_context_distribution = mixture<lognormal_lengths, pareto_lengths, par
 /// >= 2M; the middle alpha then brings the long part's token share to 44.3%. This gives
 /// ~37.6% of tokens above 256K (published 37%) and a mean of ~12.5K tokens. The cap 4.5M is a
 /// fit, not a published maximum.
-inline long_context_distribution long_context_corpus() {
+[[nodiscard]] inline long_context_distribution long_context_corpus() {
   return long_context_distribution(
       {0.80, 0.19, 0.01},  // samples <= 4K, in 4K..128K, >= 128K (ByteScale Fig. 4)
       lognormal_lengths({.mean_tokens = 1024, .log_sigma = 1.0, .max_tokens = 4096}),

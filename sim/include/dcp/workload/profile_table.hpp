@@ -36,7 +36,7 @@ struct profile_table {
   std::int64_t max_tokens = 0;
   std::span<const table_point> points;
 
-  constexpr double mean_tokens() const noexcept {
+  [[nodiscard]] constexpr double mean_tokens() const noexcept {
     return count > 0 ? static_cast<double>(total_tokens) / static_cast<double>(count) : 0.0;
   }
 };

@@ -15,7 +15,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::workload {
 namespace detail {
 
 /// One step of splitmix64 (Steele, Lea & Flood 2014; constants from Vigna's splitmix64.c).
-constexpr std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+[[nodiscard]] constexpr std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   state += 0x9e3779b97f4a7c15ULL;
   std::uint64_t z = state;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -23,6 +23,7 @@ constexpr std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   return z ^ (z >> 31);
 }
 
+[[nodiscard]]
 constexpr std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace detail
@@ -39,11 +40,12 @@ public:
     for (auto& word : state_) word = detail::splitmix64(sm);
   }
 
-  static constexpr result_type min() noexcept { return 0; }
+  [[nodiscard]] static constexpr result_type min() noexcept { return 0; }
+  [[nodiscard]]
   static constexpr result_type max() noexcept { return std::numeric_limits<result_type>::max(); }
 
   /// Next 64 random bits (xoshiro256** next()).
-  constexpr result_type operator()() noexcept {
+  [[nodiscard]] constexpr result_type operator()() noexcept {
     const std::uint64_t result = detail::rotl(state_[1] * 5, 7) * 9;
     const std::uint64_t t = state_[1] << 17;
     state_[2] ^= state_[0];
@@ -56,11 +58,12 @@ public:
   }
 
   /// Uniform on [0, 1): the top 53 bits times 2^-53, so every value is exact (Vigna's recipe).
+  [[nodiscard]]
   constexpr double uniform() noexcept { return static_cast<double>((*this)() >> 11) * 0x1.0p-53; }
 
   /// Uniform on (0, 1): the top 52 bits plus one half, times 2^-52; never 0 or 1, so it can be
   /// fed to a logarithm or a quantile function.
-  constexpr double uniform_open() noexcept {
+  [[nodiscard]] constexpr double uniform_open() noexcept {
     return (static_cast<double>((*this)() >> 12) + 0.5) * 0x1.0p-52;
   }
 
@@ -74,7 +77,7 @@ static_assert(std::uniform_random_bit_generator<rng>);
 
 /// A standard normal variate by inversion of one open uniform (Acklam's quantile), so each
 /// normal consumes exactly one 64-bit draw and carries no cached state.
-inline double standard_normal(rng& random) noexcept {
+[[nodiscard]] inline double standard_normal(rng& random) noexcept {
   return detail::normal_quantile(random.uniform_open());
 }
 

@@ -44,6 +44,7 @@ inline std::ostream& operator<<(std::ostream& os, const video_resolution& r) {
 ///           patch pads up to even (STDiT3 get_dynamic_size): ceil(floor(pixels / 8) / 2).
 ///           144p 9x16, 240p 15x27, 360p 23x40, 480p 30x53, 720p 45x80 patches per frame.
 /// Throws invalid_spec for frames < 1 or a side below 8 pixels.
+[[nodiscard]]
 inline dcp::video_shape opensora_latent_shape(std::int64_t frames, std::int64_t height_pixels,
                                               std::int64_t width_pixels) {
   if (frames < 1) {
@@ -74,7 +75,7 @@ struct video_bucket {
   dcp::video_shape shape{};  ///< latent grid, see opensora_latent_shape
   double probability = 0;
 
-  bool is_image() const noexcept { return frames == 1; }
+  [[nodiscard]] bool is_image() const noexcept { return frames == 1; }
   friend bool operator==(const video_bucket&, const video_bucket&) = default;
 };
 
@@ -117,15 +118,16 @@ public:
   }
 
   /// The VideoSys DCP benchmark mix (the defaults of params).
+  [[nodiscard]]
   static opensora_video_mix videosys_benchmark() { return opensora_video_mix(params{}); }
 
-  const params& parameters() const noexcept { return params_; }
+  [[nodiscard]] const params& parameters() const noexcept { return params_; }
 
   /// All buckets: images by Zipf rank, then videos by Zipf rank.
-  const std::vector<video_bucket>& buckets() const noexcept { return buckets_; }
+  [[nodiscard]] const std::vector<video_bucket>& buckets() const noexcept { return buckets_; }
 
   /// Index into buckets() of one draw.
-  std::size_t draw_bucket(rng& random) const noexcept {
+  [[nodiscard]] std::size_t draw_bucket(rng& random) const noexcept {
     const double target = random.uniform() * total_;
     const auto it = std::upper_bound(cumulative_.begin(), cumulative_.end(), target);
     if (it != cumulative_.end()) return static_cast<std::size_t>(it - cumulative_.begin());
@@ -137,12 +139,12 @@ public:
     return last;
   }
 
-  dcp::sample draw(rng& random, std::uint64_t id) const {
+  [[nodiscard]] dcp::sample draw(rng& random, std::uint64_t id) const {
     return dcp::video_sample(id, buckets_[draw_bucket(random)].shape, params_.attention);
   }
 
   /// Expected latent tokens per draw.
-  double mean_tokens() const noexcept {
+  [[nodiscard]] double mean_tokens() const noexcept {
     double mean = 0;
     for (const auto& b : buckets_) {
       mean = std::fma(b.probability, static_cast<double>(b.shape.tokens()), mean);

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
+#include "dcp/error.hpp"
 #include "dcp/placement/context.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines::detail {
@@ -20,6 +23,7 @@ using dcp::degree_option;
 /// memory-aware planner avoids) — every layer recomputed, whatever the bytes. Such a micro-step
 /// may exceed the budget: that is the peer's behaviour, counted by the simulator as an OOM.
 template <class Context>
+[[nodiscard]]
 degree_option run_with_strategy(const Context& ctx, const micro_batch_shape& shape, std::size_t k) {
   auto chosen = ctx.evaluate(shape, k);
   if (chosen.feasible) return chosen;
@@ -27,6 +31,7 @@ degree_option run_with_strategy(const Context& ctx, const micro_batch_shape& sha
 }
 
 template <class Context>
+[[nodiscard]]
 micro_batch_shape shape_of(const Context& ctx, const std::vector<std::size_t>& items) {
   micro_batch_shape shape;
   for (auto i : items) shape += ctx.shape(i);
@@ -36,7 +41,7 @@ micro_batch_shape shape_of(const Context& ctx, const std::vector<std::size_t>& i
 /// The items of one micro-batch split by bucket label (only equal labels share a micro-batch),
 /// labels in order of first appearance, items in their given order.
 template <class Context>
-std::vector<std::vector<std::size_t>> split_by_bucket(const Context& ctx,
+[[nodiscard]] std::vector<std::vector<std::size_t>> split_by_bucket(const Context& ctx,
                                                       const std::vector<std::size_t>& items) {
   std::vector<std::int32_t> labels;
   std::vector<std::vector<std::size_t>> parts;
@@ -55,7 +60,7 @@ std::vector<std::vector<std::size_t>> split_by_bucket(const Context& ctx,
 
 /// Smallest degree index whose degree is at least `degree` (the last one if none is).
 template <class Context>
-std::size_t degree_index_at_least(const Context& ctx, std::int64_t degree) {
+[[nodiscard]] std::size_t degree_index_at_least(const Context& ctx, std::int64_t degree) {
   for (std::size_t k = 0; k < ctx.degrees().size(); ++k)
     if (ctx.degree(k) >= degree) return k;
   return ctx.degrees().size() - 1;
@@ -63,14 +68,14 @@ std::size_t degree_index_at_least(const Context& ctx, std::int64_t degree) {
 
 /// Degree index of exactly `degree`, or degrees().size() when the cluster or model forbids it.
 template <class Context>
-std::size_t degree_index_of(const Context& ctx, std::int64_t degree) {
+[[nodiscard]] std::size_t degree_index_of(const Context& ctx, std::int64_t degree) {
   for (std::size_t k = 0; k < ctx.degrees().size(); ++k)
     if (ctx.degree(k) == degree) return k;
   return ctx.degrees().size();
 }
 
 /// Tokens of one text sequence of `tokens` tokens as a micro-batch shape (capacity probes).
-inline micro_batch_shape text_shape(std::int64_t tokens) {
+[[nodiscard]] inline micro_batch_shape text_shape(std::int64_t tokens) {
   return micro_batch_shape::of(text_sample(0, tokens));
 }
 
@@ -80,7 +85,7 @@ inline micro_batch_shape text_shape(std::int64_t tokens) {
 /// verl's max_token_len, FlexSP's per-GPU capacity and WLB-LLM's S_max stand for, derived from
 /// the memory budget by binary search on the cost model. 0 when not even one token fits.
 template <class Context>
-std::int64_t per_gpu_token_capacity(const Context& ctx) {
+[[nodiscard]] std::int64_t per_gpu_token_capacity(const Context& ctx) {
   const auto lightest = ctx.evaluate(micro_batch_shape{}, 0);
   if (!lightest.feasible) return 0;
   const auto fits = [&](std::int64_t tokens) {
@@ -102,12 +107,21 @@ std::int64_t per_gpu_token_capacity(const Context& ctx) {
   return low;
 }
 
-/// Token caps a tuned deployment would try: capacity, capacity / 2, ..., capacity / 2^(count-1),
+/// The number of caps a tuned policy tries must be in [1, 64]: they are capacity >> j for
+/// j < count, and a shift of 64 or more is undefined. Throws invalid_spec naming the policy.
+inline void check_cap_candidates(std::string_view policy, std::int32_t count) {
+  if (count < 1 || count > 64)
+    throw invalid_spec(std::string(policy) + ": cap_candidates = " + std::to_string(count) +
+                       ", must be in [1, 64]");
+}
+
+/// Token caps a tuned deployment would try (count checked by check_cap_candidates): capacity, capacity / 2, ..., capacity / 2^(count-1),
 /// distinct and at least 1 (the peers' caps are hand-tuned knobs; the default policies pick the
 /// fastest of these by the cost model, as best_static_placement picks the static degree).
+[[nodiscard]]
 inline std::vector<std::int64_t> cap_candidates(std::int64_t capacity, std::int32_t count) {
   std::vector<std::int64_t> caps;
-  for (std::int32_t j = 0; j < std::max(count, 1); ++j) {
+  for (std::int32_t j = 0; j < count; ++j) {
     const auto cap = std::max<std::int64_t>(capacity >> j, 1);
     if (caps.empty() || caps.back() != cap) caps.push_back(cap);
   }
@@ -120,7 +134,7 @@ class rank_clock {
 public:
   explicit rank_clock(std::int64_t gpus) : free_(static_cast<std::size_t>(gpus), 0.0) {}
 
-  double ready(std::int64_t first_rank, std::int64_t degree) const {
+  [[nodiscard]] double ready(std::int64_t first_rank, std::int64_t degree) const {
     double t = 0;
     for (auto r = first_rank; r < first_rank + degree; ++r) t = std::max(t, free_[static_cast<std::size_t>(r)]);
     return t;
@@ -133,8 +147,11 @@ public:
     const double t = makespan();
     std::fill(free_.begin(), free_.end(), t);
   }
+  [[nodiscard]]
   double free_at(std::int64_t rank) const { return free_[static_cast<std::size_t>(rank)]; }
+  [[nodiscard]]
   double makespan() const { return free_.empty() ? 0.0 : *std::max_element(free_.begin(), free_.end()); }
+  [[nodiscard]]
   std::int64_t gpus() const noexcept { return static_cast<std::int64_t>(free_.size()); }
 
 private:
@@ -178,6 +195,7 @@ double append_micro_batch(placement& out, rank_clock& clock, const Context& ctx,
 /// starts at a multiple of its size (the buddy argument), which is how VideoSys maps its SP
 /// groups and how the other peers' group sets become aligned blocks. Returns first ranks in the
 /// given order; `sizes` must be sorted descending.
+[[nodiscard]]
 inline std::vector<std::int64_t> contiguous_layout(const std::vector<std::int64_t>& sizes) {
   std::vector<std::int64_t> first;
   std::int64_t next = 0;
