@@ -26,9 +26,9 @@ namespace {
 using dcp::test::contains;
 using dcp::test::message_of;
 
-constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
-const double nan_value = std::numeric_limits<double>::quiet_NaN();
-const double inf_value = std::numeric_limits<double>::infinity();
+using dcp::test::inf_value;
+using dcp::test::int64_max;
+using dcp::test::nan_value;
 
 cluster_spec lab_node() { return hgx_cluster(1, gpus::h200_sxm()); }
 
