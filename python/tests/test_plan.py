@@ -1,0 +1,172 @@
+"""Plans from Python: every sample once, loss scales, per-rank steps, JSON, the one-liner."""
+
+import copy
+import pickle
+import unittest
+
+import dcp
+from _support import wikipedia_batch
+
+
+def four_h200() -> dcp.ClusterSpec:
+    return dcp.ClusterSpec(gpus=4, gpus_per_node=4, gpu=dcp.gpus.h200_sxm())
+
+
+class PlanTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.cluster = dcp.hgx_cluster(4, dcp.gpus.h200_sxm())
+        cls.scheduler = dcp.Scheduler(dcp.models.llama3_8b(), cls.cluster)
+        cls.batch = wikipedia_batch(seed=7)
+        cls.plan = cls.scheduler.plan(cls.batch)
+
+    def test_every_sample_exactly_once(self) -> None:
+        ids = [i for step in self.plan.micro_steps for i in step.sample_ids]
+        self.assertEqual(len(ids), len(self.batch))
+        self.assertEqual(set(ids), set(range(len(self.batch))))
+        self.assertEqual(self.plan.total_tokens, sum(self.batch))
+        for step in self.plan.micro_steps:
+            self.assertEqual(step.tokens, sum(self.batch[i] for i in step.sample_ids))
+
+    def test_loss_scales_are_each_micro_batch_share(self) -> None:
+        total = sum(self.batch)
+        for step in self.plan.micro_steps:
+            self.assertEqual(step.loss_units, step.tokens)  # normalised by tokens
+            self.assertAlmostEqual(step.loss_scale, step.loss_units / total, delta=1e-12)
+        self.assertAlmostEqual(sum(s.loss_scale for s in self.plan.micro_steps), 1.0, delta=1e-12)
+
+    def test_loss_scales_by_samples(self) -> None:
+        training = dcp.TrainingSpec(normalise_by="samples")
+        plan = dcp.Scheduler(dcp.models.llama3_8b(), self.cluster, training).plan(self.batch)
+        for step in plan.micro_steps:
+            self.assertEqual(step.loss_units, len(step.sample_ids))
+            self.assertAlmostEqual(step.loss_scale, len(step.sample_ids) / len(self.batch), delta=1e-12)
+        self.assertAlmostEqual(sum(s.loss_scale for s in plan.micro_steps), 1.0, delta=1e-12)
+
+    def test_steps_of_rank_are_the_steps_whose_group_includes_it(self) -> None:
+        plan = self.plan
+        for rank in range(plan.gpus):
+            expected = [i for i, s in enumerate(plan.micro_steps) if s.first_rank <= rank <= s.last_rank]
+            self.assertEqual(plan.steps_of(rank), expected)
+            self.assertEqual(expected, [i for i, s in enumerate(plan.micro_steps) if s.includes(rank)])
+            sequences = [plan.micro_steps[i].sequence for i in expected]
+            self.assertEqual(sequences, sorted(sequences))
+        self.assertEqual(plan.steps_of(plan.gpus), [])
+        busy = plan.busy_seconds()
+        self.assertEqual(len(busy), plan.gpus)
+        for rank in range(plan.gpus):
+            self.assertAlmostEqual(busy[rank], sum(plan.micro_steps[i].seconds for i in plan.steps_of(rank)))
+
+    def test_micro_step_properties(self) -> None:
+        for step in self.plan.micro_steps:
+            self.assertEqual(step.degree, step.config.degree)
+            self.assertEqual(step.last_rank, step.first_rank + step.degree - 1)
+            self.assertEqual(step.end_seconds, step.start_seconds + step.seconds)
+            self.assertEqual(step.recompute, step.config.recompute)
+            self.assertEqual(step.first_rank % step.degree, 0)
+            self.assertLessEqual(step.peak_bytes, self.plan.memory_budget_bytes)
+
+    def test_gap_step_seconds_and_bound(self) -> None:
+        plan = self.plan
+        self.assertGreater(plan.lower_bound_seconds, 0)
+        self.assertLessEqual(plan.lower_bound_seconds, plan.makespan_seconds)
+        self.assertAlmostEqual(plan.gap, plan.makespan_seconds / plan.lower_bound_seconds - 1, delta=1e-15)
+        self.assertEqual(plan.step_seconds, plan.makespan_seconds + plan.gradient_sync_seconds)
+        self.assertEqual(plan.makespan_seconds, max(s.end_seconds for s in plan.micro_steps))
+        self.assertGreaterEqual(plan.idle_fraction, 0)
+        self.assertLess(plan.idle_fraction, 1)
+        self.assertEqual(plan.gpus, 32)
+        self.assertEqual(plan.gpus_per_node, 8)
+        self.assertEqual(plan.memory_budget_bytes, self.scheduler.cost().memory_budget())
+        if plan.best_static_seconds > 0:  # never slower than the best static layout
+            self.assertLessEqual(plan.makespan_seconds, plan.best_static_seconds)
+
+    def test_same_plan_for_any_order_of_samples(self) -> None:
+        samples = [dcp.text_sample(i, n) for i, n in enumerate(self.batch)]
+        self.assertEqual(self.scheduler.plan(list(reversed(samples))), self.plan)
+        self.assertEqual(self.scheduler.plan(tuple(self.batch)), self.plan)
+
+    def test_json_round_trip(self) -> None:
+        for ranks in (False, True):
+            for pretty in (False, True):
+                text = self.plan.to_json(ranks=ranks, pretty=pretty)
+                back = dcp.StepPlan.from_json(text)
+                self.assertEqual(back, self.plan)
+                self.assertEqual(back.fingerprint, self.plan.fingerprint)
+        self.assertEqual(dcp.compute_fingerprint(self.plan), self.plan.fingerprint)
+        self.assertIn('"format": "dcp.step_plan/1"', self.plan.to_json())
+
+    def test_pickle_and_copy(self) -> None:
+        self.assertEqual(pickle.loads(pickle.dumps(self.plan)), self.plan)
+        clone = copy.deepcopy(self.plan)
+        self.assertEqual(clone, self.plan)
+        clone.micro_steps[0].loss_scale = 0.5  # micro_steps is a view of the clone's own list
+        self.assertEqual(clone.micro_steps[0].loss_scale, 0.5)
+        self.assertNotEqual(clone, self.plan)
+        cost = self.scheduler.cost()
+        self.assertEqual(pickle.loads(pickle.dumps(cost)), cost)
+        self.assertEqual(pickle.loads(pickle.dumps(self.cluster)), self.cluster)
+
+    def test_one_liner(self) -> None:
+        plan = dcp.plan([512, 8192, 130000], gpus=8)
+        self.assertEqual(plan.gpus, 8)
+        self.assertEqual(sorted(i for s in plan.micro_steps for i in s.sample_ids), [0, 1, 2])
+        expected = dcp.Scheduler(dcp.models.llama3_8b(), dcp.hgx_cluster(1, dcp.gpus.h200_sxm()))
+        self.assertEqual(plan, expected.plan([512, 8192, 130000]))
+        ring = dcp.plan([512, 8192, 30000], model="qwen2.5-7b", gpu="h100", gpus=4, sp="ring")
+        self.assertEqual(ring.gpus_per_node, 4)
+        self.assertTrue(all(s.config.sp == dcp.SequenceParallel.ring for s in ring.micro_steps))
+        self.assertIn("StepPlan(", repr(plan))
+
+    def test_four_ranks_on_one_node(self) -> None:
+        scheduler = dcp.Scheduler(dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200()))
+        plan = scheduler.plan(self.batch[:200])
+        self.assertEqual((plan.gpus, plan.gpus_per_node), (4, 4))
+        self.assertTrue(all(0 <= s.first_rank and s.last_rank < 4 for s in plan.micro_steps))
+
+    def test_static_scheduler(self) -> None:
+        cost = dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200())
+        batch = [4096, 1024, 30000, 700, 2048, 9000]
+        for degree in (1, 2, 4):
+            plan = dcp.StaticScheduler(cost, degree).plan(batch)
+            self.assertTrue(all(s.degree == degree for s in plan.micro_steps))
+            self.assertEqual(sorted(i for s in plan.micro_steps for i in s.sample_ids), list(range(6)))
+        self.assertEqual(dcp.StaticScheduler(cost, 2).degree, 2)
+
+    def test_video_samples(self) -> None:
+        batch = [dcp.video_sample(i, dcp.VideoShape(frames=f, height=30, width=40))
+                 for i, f in enumerate([8, 16, 32, 51])]
+        self.assertEqual(batch[0].tokens, 8 * 30 * 40)
+        self.assertEqual(batch[0].attention, dcp.AttentionKind.factorised)
+        plan = dcp.Scheduler(dcp.models.stdit3_xl(), dcp.hgx_cluster(1, dcp.gpus.h200_sxm())).plan(batch)
+        self.assertEqual(sorted(i for s in plan.micro_steps for i in s.sample_ids), [0, 1, 2, 3])
+
+    def test_hand_built_plan_is_validated(self) -> None:
+        config = dcp.ExecutionConfig(degree=2, sp="ulysses", recompute=dcp.RecomputeSetting.none())
+        plan = dcp.StepPlan(gpus=2, gpus_per_node=2, micro_steps=[
+            dcp.MicroStep(sequence=0, first_rank=0, config=config, sample_ids=[0, 1], loss_scale=1.0)])
+        dcp.validate_plan(plan, [100, 200], gpus=2)
+        self.assertEqual(plan.micro_steps[0].tokens, 300)  # filled in from the batch
+        plan.micro_steps.append(dcp.MicroStep(sequence=1, first_rank=0, config=config, sample_ids=[1]))
+        with self.assertRaisesRegex(dcp.InvalidPlan, "sample_ids"):
+            dcp.validate_plan(plan, [100, 200], gpus=2)
+
+    def test_specs_keyword_and_positional_construction(self) -> None:
+        gpu = dcp.GpuSpec("X", 1e15, 80 * dcp.gib, 3e12)
+        self.assertEqual(gpu, dcp.GpuSpec(name="X", peak_flops=1e15, memory_bytes=80 * dcp.gib,
+                                          hbm_bandwidth=3e12))
+        cluster = dcp.ClusterSpec(gpus=8, gpu=gpu)
+        cluster.gpu.name = "Y"  # class-type fields are references into their owner
+        self.assertEqual(cluster.gpu.name, "Y")
+        self.assertEqual(dcp.RecomputeSetting.full(32), dcp.RecomputeSetting(layers=32))
+        self.assertTrue(dcp.RecomputeSetting.none().is_none())
+        self.assertEqual(dcp.RecomputeSetting.selective_only(), dcp.RecomputeSetting(0, True))
+        self.assertEqual(dcp.models.by_name("llama3-70b"), dcp.models.llama3_70b())
+        self.assertEqual(dcp.gpus.by_name("h100"), dcp.gpus.h100_sxm())
+        self.assertEqual(dcp.models.llama3_8b().total_params(), 8030261248)
+        self.assertIn("ModelSpec(name='Llama-3-8B'", repr(dcp.models.llama3_8b()))
+        self.assertTrue(dcp.__version__.count(".") == 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
