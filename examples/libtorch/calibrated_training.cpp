@@ -3,21 +3,23 @@
 // Trains the tiny Llama (tiny_llama.hpp, float64 on CPU, Wikipedia lengths) with two planners
 // side by side, step by step on the same batches, alternating which goes first: one over
 // dcp::calibrated<dcp::analytic_cost_model>, run by dcp::run_calibrated_step, which refits the
-// model after every step from the micro-steps' measured wall times (steady_clock) and peak
-// bytes (the counting CPU allocator); and the same analytic model uncalibrated, run by
-// dcp::run_step. Both plan Llama-3-8B on one node of 4 H200s (each toy token planned as 256
-// tokens), which is what the uncalibrated model believes it runs; the calibrated model learns
-// what the processes really take.
+// model after every step from the micro-steps' measured CPU times (after a barrier of the group,
+// see tiny::executor) and peak bytes (the counting CPU allocator); and the same analytic model
+// uncalibrated, run by dcp::run_step. Both plan Llama-3-8B on one node of 4 H200s (each toy
+// token planned as 256 tokens), which is what the uncalibrated model believes it runs; the
+// calibrated model learns what the processes really take.
 //
 // Prints, once the calibrated model has seen at least 50 observations, on micro-steps it had not
 // fitted on (each predicted before it ran, and the other planner's micro-steps, which it never
 // sees): the mean relative error of the predicted micro-step time of the analytic model, of the
 // analytic model times one factor fitted on the same first observations, and of the calibrated
-// model; and the measured wall time of the steps of each planner (max over ranks), with their
-// ratio. Checks (non-zero exit otherwise): at least 50 observations before the evaluation, every
-// rank holds the same calibrated model bit for bit after every step, and calibration lowers the
-// error of the analytic model. The 10 % bar and the step-time ratio are printed, not asserted:
-// they are timings of a shared CPU.
+// model; the measurement's noise floor (noise_of: how far repeated micro-steps of one shape
+// scatter around their median, which no model of shape and configuration can beat); and the
+// measured wall time of the steps of each planner (max over ranks), with their ratio. Checks
+// (non-zero exit otherwise): at least 50 observations before the evaluation, every rank holds
+// the same calibrated model bit for bit after every step, and calibration lowers the error of
+// the analytic model. The 10 % bar and the step-time ratio are printed, not asserted: they are
+// timings of a shared CPU.
 
 #include <mpi.h>
 
@@ -27,7 +29,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dcp/dcp.hpp"
@@ -59,6 +63,8 @@ struct prediction {
   double measured = 0;
   double analytic = 0;
   double calibrated = 0;
+  dcp::micro_batch_shape shape{};
+  dcp::execution_config config{};
 };
 
 /// One planner's side of the run.
@@ -80,6 +86,39 @@ struct side {
     return step_seconds.empty() ? 0 : sum / static_cast<double>(step_seconds.size());
   }
 };
+
+/// The measurement's own noise: micro-steps of the same shape and configuration (samples, tokens,
+/// longest, attention pairs, degree, style, recompute) measured more than once, each compared
+/// with its group's median. No model of shape and configuration can predict these micro-steps
+/// better on average than this mean relative deviation (it is the error of an oracle that knows
+/// each repeated shape's median). Returns {mean relative deviation, micro-steps, groups}.
+struct noise_floor {
+  double mean_deviation = 0;
+  std::size_t micro_steps = 0;
+  std::size_t groups = 0;
+};
+noise_floor noise_of(const std::vector<prediction>& rows) {
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, double, std::int64_t, int, int, bool>,
+           std::vector<double>>
+      by_shape;
+  for (const auto& r : rows)
+    by_shape[{r.shape.samples, r.shape.tokens, r.shape.longest, r.shape.attention_pairs, r.config.degree,
+              static_cast<int>(r.config.sp), r.config.recompute.layers, r.config.recompute.selective}]
+        .push_back(r.measured);
+  noise_floor out;
+  double sum = 0;
+  for (auto& [shape, seconds] : by_shape) {
+    if (seconds.size() < 2) continue;
+    std::sort(seconds.begin(), seconds.end());
+    const auto n = seconds.size();
+    const double median = n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
+    for (const double s : seconds) sum += std::abs(s / median - 1.0);
+    out.micro_steps += n;
+    ++out.groups;
+  }
+  out.mean_deviation = out.micro_steps ? sum / static_cast<double>(out.micro_steps) : 0.0;
+  return out;
+}
 
 double mean_error(const std::vector<prediction>& rows, double prediction::*field, double factor = 1.0) {
   double sum = 0;
@@ -124,7 +163,8 @@ int train(tiny::launch& job) {
     std::vector<prediction> rows;
     const auto predict = [&](const std::vector<dcp::observation>& observed) {
       for (const auto& o : observed)
-        rows.push_back({o.report.seconds, before.base().seconds(o.shape, o.config), before.seconds(o.shape, o.config)});
+        rows.push_back({o.report.seconds, before.base().seconds(o.shape, o.config), before.seconds(o.shape, o.config),
+                        o.shape, o.config});
     };
     double step_seconds[2] = {0, 0};
     for (int turn = 0; turn < 2; ++turn) {
@@ -201,6 +241,9 @@ int train(tiny::launch& job) {
                 "  calibrated<analytic_cost_model>              %10.1f %%   (bar %.0f %%: %s)\n",
                 100 * error_analytic, factor, 100 * error_scaled, 100 * error_calibrated, 100 * bar,
                 error_calibrated <= bar ? "met" : "not met");
+    const auto noise = noise_of(held_out);
+    std::printf("  noise floor (repeated shapes vs their median) %10.1f %%   (%zu held-out micro-steps, %zu shapes)\n",
+                100 * noise.mean_deviation, noise.micro_steps, noise.groups);
     std::printf("calibration window: %zu observations, fit rms error %.1f %%, memory safety factor %.3g\n",
                 report.observations, 100 * report.time_rms_error, report.memory_safety);
     std::printf("measured step wall time (max over ranks, mean of %zu steps each, alternating):\n"

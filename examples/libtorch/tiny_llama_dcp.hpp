@@ -4,7 +4,7 @@
 // plan with (Llama-3-8B on one node of H200s) and the mapping of dcp's recompute setting onto
 // the tiny model's layers.
 
-#include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -59,8 +59,12 @@ inline std::vector<checkpointing> checkpointing_for(dcp::recompute_setting recom
 /// Runs dcp's micro-steps with the tiny model; models dcp::micro_batch_executor over
 /// dcp::c10d_communicator. It differentiates loss_scale times the micro-batch's mean loss per
 /// token, so the SUM all-reduce after the step gives the batch's gradient. Each report carries
-/// the micro-step's wall time (steady_clock) and the most bytes the process's CPU allocator held
-/// during it (counting_allocator: weights, gradients, activations and communication buffers).
+/// the micro-step's time and the most bytes the process's CPU allocator held during it
+/// (counting_allocator: weights, gradients, activations and communication buffers). The time is
+/// the process's CPU time (CLOCK_PROCESS_CPUTIME_ID: this thread and Gloo's), measured after
+/// the group's members have met in a barrier: four ranks share two cores in CI, so wall time
+/// would also count the time the OS gave to other ranks, and a member that arrives first would
+/// count its wait for the others' earlier micro-steps. Neither is the micro-step's own cost.
 class executor {
  public:
   executor(model& trained, const batch& data, std::int64_t planned_layers = dcp::models::llama3_8b().layers)
@@ -68,7 +72,8 @@ class executor {
 
   dcp::execution_report run(const dcp::micro_step& step, dcp::c10d_communicator& group,
                             dcp::recompute_setting recompute, double loss_scale) {
-    const auto start = std::chrono::steady_clock::now();
+    if (group.size() > 1) group.process_group()->barrier()->wait();
+    const double start = cpu_seconds();
     memory_->reset_peak();
     const auto tokens = tokens_of(*data_, step.sample_ids);
     if (tokens * planned_tokens_per_token != step.tokens)
@@ -78,8 +83,7 @@ class executor {
     const auto modes = checkpointing_for(recompute, planned_layers_);
     model_->forward_backward(*data_, step.sample_ids, group.size() > 1 ? group.process_group() : process_group(),
                              loss_scale / static_cast<double>(tokens), modes);
-    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-    return {seconds.count(), static_cast<double>(memory_->peak_bytes()), false};
+    return {cpu_seconds() - start, static_cast<double>(memory_->peak_bytes()), false};
   }
 
   /// After a micro-step ran out of memory (never on CPU here, but run_calibrated_step asks for
@@ -87,6 +91,12 @@ class executor {
   void discard_gradients() { model_->zero_grad(); }
 
  private:
+  static double cpu_seconds() noexcept {
+    std::timespec t{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+
   model* model_;
   const batch* data_;
   std::int64_t planned_layers_;

@@ -1,10 +1,12 @@
 # Checks the ten-line integration claim (CTest example.mpi.ten_line_integration.lines):
 #
 #   cmake -DPLAIN=<plain_training_loop.cpp> -DDCP=<ten_line_integration.cpp> -DLIMIT=10
-#         [-DDIFF=<GNU diff>] [-DWORK=<scratch folder>] -P check_ten_lines.cmake
+#         [-DCOMMENT=<line comment, default //>] [-DDIFF=<GNU diff>] [-DWORK=<scratch folder>]
+#         -P check_ten_lines.cmake
 #
-# Between the lines `// example-begin training` and `// example-end training` of both files:
-#  - DCP has at most LIMIT lines marked with a trailing `// dcp` comment, PLAIN has none;
+# COMMENT is the language's line comment (`//` for C++, `#` for Python). Between the lines
+# `<COMMENT> example-begin training` and `<COMMENT> example-end training` of both files:
+#  - DCP has at most LIMIT lines marked with a trailing `<COMMENT> dcp` comment, PLAIN has none;
 #  - with DIFF: the lines that DCP adds or changes relative to PLAIN are exactly the marked ones
 #    (changes that only add or remove blank lines do not count).
 # Prints the counts (added or changed, and removed) either way.
@@ -16,6 +18,13 @@ foreach(required PLAIN DCP LIMIT)
     message(FATAL_ERROR "check_ten_lines: -D${required}=... is required")
   endif()
 endforeach()
+if(NOT DEFINED COMMENT OR COMMENT STREQUAL "")
+  set(COMMENT "//")
+endif()
+if(NOT COMMENT MATCHES "^(//|#|--)$")
+  message(FATAL_ERROR "check_ten_lines: COMMENT = '${COMMENT}', expected //, # or --")
+endif()
+set(mark "${COMMENT} dcp")
 if(NOT DEFINED WORK OR WORK STREQUAL "")
   set(WORK "${CMAKE_CURRENT_BINARY_DIR}")
 endif()
@@ -26,9 +35,9 @@ function(read_region path out)
     message(FATAL_ERROR "check_ten_lines: ${path} does not exist")
   endif()
   file(READ "${path}" text)
-  set(begin_marker "// example-begin training\n")
+  set(begin_marker "${COMMENT} example-begin training\n")
   string(FIND "${text}" "${begin_marker}" begin)
-  string(FIND "${text}" "// example-end training" end)
+  string(FIND "${text}" "${COMMENT} example-end training" end)
   if(begin EQUAL -1 OR end EQUAL -1 OR end LESS begin)
     message(FATAL_ERROR "check_ten_lines: ${path} lacks the example-begin/example-end training lines")
   endif()
@@ -39,9 +48,9 @@ function(read_region path out)
   set(${out} "${region}" PARENT_SCOPE)
 endfunction()
 
-# Lines marked `// dcp` at their end (or `// dcp: why`) in `text`.
+# Lines marked `<COMMENT> dcp` at their end (or `<COMMENT> dcp: why`) in `text`.
 function(count_marked text out)
-  string(REGEX MATCHALL "// dcp(:[^\n]*)?\n" marks "${text}")
+  string(REGEX MATCHALL "${mark}(:[^\n]*)?\n" marks "${text}")
   list(LENGTH marks n)
   set(${out} ${n} PARENT_SCOPE)
 endfunction()
@@ -55,10 +64,10 @@ count_marked("${dcp}" marked)
 
 set(problems "")
 if(plain_marked GREATER 0)
-  string(APPEND problems "\n  ${plain_name} has ${plain_marked} lines marked // dcp; the plain loop should have none")
+  string(APPEND problems "\n  ${plain_name} has ${plain_marked} lines marked ${mark}; the plain loop should have none")
 endif()
 if(marked GREATER LIMIT)
-  string(APPEND problems "\n  ${dcp_name} marks ${marked} lines // dcp, more than ${LIMIT}")
+  string(APPEND problems "\n  ${dcp_name} marks ${marked} lines ${mark}, more than ${LIMIT}")
 endif()
 
 if(DIFF)
@@ -77,7 +86,7 @@ if(DIFF)
   string(REGEX REPLACE "{{(added|removed)}}[ \t]*\n" "" changes "${changes}")  # blank lines
   string(REPLACE "{{removed}}" "- " listing "${changes}")
   string(REPLACE "{{added}}" "+ " listing "${listing}")
-  string(REGEX REPLACE "{{added}}[^\n]*// dcp(:[^\n]*)?\n" "M" changes "${changes}")
+  string(REGEX REPLACE "{{added}}[^\n]*${mark}(:[^\n]*)?\n" "M" changes "${changes}")
   string(REGEX REPLACE "{{added}}[^\n]*\n" "U" changes "${changes}")
   string(REGEX REPLACE "{{removed}}[^\n]*\n" "R" changes "${changes}")
   if(NOT changes MATCHES "^[MUR]*$")
@@ -91,20 +100,20 @@ if(DIFF)
   string(LENGTH "${removed}" removed)
   math(EXPR added "${added_marked} + ${added_unmarked}")
   if(added_unmarked GREATER 0)
-    string(APPEND problems "\n  ${added_unmarked} added or changed lines lack the // dcp mark")
+    string(APPEND problems "\n  ${added_unmarked} added or changed lines lack the ${mark} mark")
   endif()
   if(NOT added_marked EQUAL marked)
     math(EXPR unchanged "${marked} - ${added_marked}")
-    string(APPEND problems "\n  ${unchanged} lines marked // dcp are not changes to the plain loop")
+    string(APPEND problems "\n  ${unchanged} lines marked ${mark} are not changes to the plain loop")
   endif()
   if(added GREATER LIMIT)
     string(APPEND problems "\n  ${added} lines added or changed, more than ${LIMIT}")
   endif()
   message(STATUS "${dcp_name} vs ${plain_name}: ${added} lines added or changed (limit ${LIMIT}), "
-                 "${marked} marked // dcp; ${removed} lines of the plain loop removed")
+                 "${marked} marked ${mark}; ${removed} lines of the plain loop removed")
   message(STATUS "the changes (- plain, + dcp):\n${listing}")
 else()
-  message(STATUS "${dcp_name}: ${marked} lines marked // dcp (limit ${LIMIT}); no diff program, so the "
+  message(STATUS "${dcp_name}: ${marked} lines marked ${mark} (limit ${LIMIT}); no diff program, so the "
                  "marks were not compared with ${plain_name}")
 endif()
 

@@ -12,7 +12,7 @@ endif()
 
 file(GLOB_RECURSE installed RELATIVE "${PREFIX}/include" "${PREFIX}/include/*")
 file(GLOB_RECURSE expected RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/dcp/*.hpp")
-list(FILTER expected EXCLUDE REGEX "^dcp/(mpi|nccl|cuda)/")
+list(FILTER expected EXCLUDE REGEX "^dcp/(mpi|nccl|cuda|torch)/")
 list(SORT installed)
 list(SORT expected)
 if(NOT installed STREQUAL expected)

@@ -14,6 +14,9 @@
 #if defined(DCP_CONSUMER_USES_MPI)
 #include <dcp/mpi/communicator.hpp>
 #endif
+#if defined(DCP_CONSUMER_USES_TORCH)
+#include <dcp/torch/communicator.hpp>
+#endif
 
 #include <iostream>
 #include <vector>
@@ -36,6 +39,10 @@ int main() {
 #endif
 #if defined(DCP_CONSUMER_USES_MPI)
   std::cout << "MPI adapter: " << sizeof(dcp::mpi::communicator) << " bytes\n";
+#endif
+#if defined(DCP_CONSUMER_USES_TORCH)
+  static_assert(dcp::communicator<dcp::c10d_communicator>);
+  std::cout << "c10d adapter: " << sizeof(dcp::c10d_communicator) << " bytes\n";
 #endif
   return params > 0 ? 0 : 1;
 }
