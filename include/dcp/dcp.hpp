@@ -23,6 +23,7 @@
 #include "dcp/plan/match_batch.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
+#include "dcp/recompute/chosen.hpp"
 #include "dcp/recompute/strategies.hpp"
 #include "dcp/scheduler.hpp"
 #include "dcp/spec/execution_report.hpp"

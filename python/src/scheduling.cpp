@@ -9,6 +9,7 @@
 #include "dcp/cost/calibrated.hpp"
 #include "dcp/default_scheduler.hpp"
 #include "dcp/placement/static_layout.hpp"
+#include "dcp/recompute/chosen.hpp"
 #include "dcp/runtime/calibrated_step.hpp"
 
 namespace dcp::python {
@@ -17,8 +18,15 @@ namespace {
 
 using calibrated_model = calibrated<analytic_cost_model>;
 using calibrated_scheduler = DataCentricScheduler<calibrated_model>;
+/// Scheduler and StaticScheduler take the recompute strategy by name (recompute="pyramid", the
+/// default's, "selective", "full" or "none"), so each is one type over chosen_recompute.
+using chosen_scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, chosen_recompute>;
 using static_scheduler =
-    DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, static_placement>;
+    DataCentricScheduler<analytic_cost_model, varlen_buckets, chosen_recompute, static_placement>;
+
+[[nodiscard]] chosen_recompute recompute_named(const std::string& name) {
+  return chosen_recompute::from_name(name);
+}
 
 template <std::size_t N>
 [[nodiscard]] py::tuple names_of(const std::array<std::string_view, N>& names) {
@@ -176,17 +184,26 @@ void bind_calibration(py::module_& m) {
 }
 
 void bind_schedulers(py::module_& m) {
-  py::class_<DataCentricScheduler<>> plain(
+  py::class_<chosen_scheduler> plain(
       m, "Scheduler",
-      "The default data-centric scheduler (dcp::DataCentricScheduler<>): analytic cost model, "
-      "varlen buckets, pyramid recompute, balanced placement.");
-  plain.def(py::init<analytic_cost_model>(), py::arg("cost"))
-      .def(py::init([](model_spec model, cluster_spec cluster, training_spec training) {
-             return DataCentricScheduler<>(
-                 analytic_cost_model(std::move(model), std::move(cluster), training));
+      "The data-centric scheduler (dcp::DataCentricScheduler<analytic_cost_model, varlen_buckets, "
+      "chosen_recompute>): analytic cost model, varlen buckets, balanced placement, and the "
+      "recompute strategy named by recompute= ('pyramid', the default scheduler's; 'selective', "
+      "'full' or 'none'). Unknown names raise InvalidSpec listing the known ones.");
+  plain.def(py::init([](analytic_cost_model cost, const std::string& recompute) {
+              return chosen_scheduler(std::move(cost), varlen_buckets{}, recompute_named(recompute));
+            }),
+            py::arg("cost"), py::kw_only(), py::arg("recompute") = "pyramid")
+      .def(py::init([](model_spec model, cluster_spec cluster, training_spec training,
+                       const std::string& recompute) {
+             return chosen_scheduler(analytic_cost_model(std::move(model), std::move(cluster), training),
+                                     varlen_buckets{}, recompute_named(recompute));
            }),
-           py::arg("model"), py::arg("cluster"), py::arg("training") = training_spec{},
-           "Scheduler(AnalyticCostModel(model, cluster, training))");
+           py::arg("model"), py::arg("cluster"), py::arg("training") = training_spec{}, py::kw_only(),
+           py::arg("recompute") = "pyramid", "Scheduler(AnalyticCostModel(model, cluster, training))")
+      .def_property_readonly(
+          "recompute", [](const chosen_scheduler& s) { return std::string(s.recompute().name()); },
+          "the recompute strategy's name");
   bind_scheduler_members(plain);
 
   py::class_<calibrated_scheduler> calibrating(
@@ -220,14 +237,18 @@ void bind_schedulers(py::module_& m) {
 
   py::class_<static_scheduler> fixed(
       m, "StaticScheduler",
-      "The static layout: every sample at one degree, groups side by side, same packing and "
-      "recompute as Scheduler (DataCentricScheduler<..., static_placement>).");
-  fixed.def(py::init([](analytic_cost_model cost, py::handle degree) {
-              return static_scheduler(std::move(cost), varlen_buckets{}, pyramid_recompute{},
+      "The static layout: every sample at one degree, groups side by side, same packing as "
+      "Scheduler, recompute strategy by name as Scheduler's (DataCentricScheduler<..., "
+      "static_placement>).");
+  fixed.def(py::init([](analytic_cost_model cost, py::handle degree, const std::string& recompute) {
+              return static_scheduler(std::move(cost), varlen_buckets{}, recompute_named(recompute),
                                       static_placement{from_python<std::int64_t>(degree, "StaticScheduler: degree")});
             }),
-            py::arg("cost"), py::arg("degree"),
+            py::arg("cost"), py::arg("degree"), py::kw_only(), py::arg("recompute") = "pyramid",
             "Raises InvalidSpec (at plan) for a degree the model or cluster does not allow.")
+      .def_property_readonly(
+          "recompute", [](const static_scheduler& s) { return std::string(s.recompute().name()); },
+          "the recompute strategy's name")
       .def_property_readonly(
           "degree", [](const static_scheduler& s) { return s.placement_policy().degree; },
           "the one sequence-parallel degree");

@@ -133,6 +133,27 @@ class PlanTest(unittest.TestCase):
             self.assertEqual(sorted(i for s in plan.micro_steps for i in s.sample_ids), list(range(6)))
         self.assertEqual(dcp.StaticScheduler(cost, 2).degree, 2)
 
+    def test_recompute_strategy_by_name(self) -> None:
+        cost = dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200())
+        batch = [4096, 1024, 30000, 700, 2048, 9000, 60000]
+        self.assertEqual(dcp.Scheduler(cost).recompute, "pyramid")
+        full = dcp.StaticScheduler(cost, 4, recompute="full").plan(batch)
+        layers = dcp.models.llama3_8b().layers
+        self.assertTrue(all(s.recompute == dcp.RecomputeSetting.full(layers) for s in full.micro_steps))
+        selective = dcp.Scheduler(cost, recompute="selective").plan(batch)
+        self.assertTrue(all(s.recompute == dcp.RecomputeSetting.selective_only() for s in selective.micro_steps))
+        none = dcp.Scheduler(cost, recompute="none").plan(batch[:-1])
+        self.assertTrue(all(s.recompute.is_none() for s in none.micro_steps))
+        # 60000 tokens fit with full recompute but not without: the strategy is named as the limit.
+        with self.assertRaisesRegex(dcp.SampleDoesNotFit, r"sample 6 \(60000 tokens\) does not fit under recompute "
+                                                          r"strategy 'none'.*which this strategy does not choose"):
+            dcp.Scheduler(cost, recompute="none").plan(batch)
+        # The default scheduler's strategy by name plans exactly as the default scheduler.
+        self.assertEqual(dcp.Scheduler(cost, recompute="pyramid").plan(batch), dcp.Scheduler(cost).plan(batch))
+        with self.assertRaisesRegex(ValueError, r"recompute = 'most': not a recompute strategy \(known: pyramid, "
+                                                r"selective, full, none\)"):
+            dcp.Scheduler(cost, recompute="most")
+
     def test_video_samples(self) -> None:
         batch = [dcp.video_sample(i, dcp.VideoShape(frames=f, height=30, width=40))
                  for i, f in enumerate([8, 16, 32, 51])]

@@ -124,3 +124,50 @@ TEST_CASE("Recompute.Strategies.fixed_settings_or_nothing") {
   CHECK_FALSE(no_recompute{}.choose(cost, huge, base).has_value());
   CHECK_FALSE(full_recompute{}.choose(cost, huge, base).has_value());
 }
+
+TEST_CASE("Recompute.Chosen.behaves_as_the_named_strategy") {
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  const execution_config base{1, sequence_parallel::ulysses, {}};
+  const std::vector<micro_batch_shape> shapes = {micro_batch_shape::of(text_sample(0, 1000)),
+                                                 micro_batch_shape::of(text_sample(0, 60000)),
+                                                 micro_batch_shape::of(text_sample(0, 400000))};
+  const auto same_as = [&](const chosen_recompute& chosen, const auto& strategy) {
+    CHECK(chosen.name() == strategy.name());
+    for (const auto& s : shapes) CHECK(chosen.choose(cost, s, base) == strategy.choose(cost, s, base));
+  };
+  same_as(chosen_recompute{}, pyramid_recompute{});
+  same_as(chosen_recompute::from_name("pyramid"), pyramid_recompute{});
+  same_as(chosen_recompute::from_name("selective"), selective_recompute{});
+  same_as(chosen_recompute::from_name("full"), full_recompute{});
+  same_as(chosen_recompute::from_name("none"), no_recompute{});
+  CHECK(chosen_recompute::from_name("full") == chosen_recompute(full_recompute{}));
+  CHECK_FALSE(chosen_recompute::from_name("full") == chosen_recompute(no_recompute{}));
+  CHECK_THROWS_WITH_AS((void)chosen_recompute::from_name("most"),
+                       "recompute = 'most': not a recompute strategy (known: pyramid, selective, full, none)",
+                       invalid_spec);
+  // One scheduler type over every strategy plans as the scheduler over that strategy.
+  const auto batch = test::heavy_tailed_batch(11, 300, 120000);
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, chosen_recompute> chosen(
+      cost, {}, chosen_recompute::from_name("selective"));
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_recompute> direct(cost);
+  CHECK(chosen.plan(batch).fingerprint == direct.plan(batch).fingerprint);
+}
+
+TEST_CASE("Recompute.Chosen.names_the_strategy_when_full_recompute_would_fit") {
+  // 300K tokens fit on 8 H200 with full recompute but not without recomputation: the error
+  // must say that the strategy, not the hardware, is the limit.
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, no_recompute> never(cost);
+  const std::vector<sample> batch{text_sample(1, 1000), text_sample(7, 300000)};
+  const DataCentricScheduler<> pyramid(cost);
+  REQUIRE_NOTHROW((void)pyramid.plan(batch));
+  std::string message;
+  try {
+    (void)never.plan(batch);
+  } catch (const sample_does_not_fit& e) {
+    message = e.what();
+  }
+  CHECK(message.find("sample 7 (300000 tokens) does not fit under recompute strategy 'none'") != std::string::npos);
+  CHECK(message.find("without recomputation and") != std::string::npos);
+  CHECK(message.find("with full recompute, which this strategy does not choose") != std::string::npos);
+}

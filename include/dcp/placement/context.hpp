@@ -160,18 +160,29 @@ public:
   }
 
   /// Error for a sample that fits nowhere: names it, the bytes it needs at the largest degree
-  /// with every layer recomputed, and the bytes available.
+  /// with every layer recomputed, and the bytes available. When full recomputation would fit
+  /// but the recompute strategy does not choose it (none, selective, a user's), the message
+  /// names the strategy and gives the bytes without recomputation too.
   [[noreturn]] void throw_does_not_fit(std::size_t i) const {
     const auto& s = problem_.samples[i];
     const std::size_t k = degrees_.size() - 1;
-    const auto c = config(k, recompute_setting::full(problem_.cost.model().layers));
-    const double need = problem_.cost.peak_bytes(shapes_[i], c);
-    throw sample_does_not_fit(
-        "sample " + std::to_string(s.id) + " (" + std::to_string(s.tokens) +
-        " tokens) does not fit: it needs " + detail::format_gib(need) + " (" +
-        detail::bytes_text(need) + " bytes) per GPU at degree " + std::to_string(degrees_[k]) +
-        " with full recompute, " + detail::format_gib(budget_) + " (" +
-        detail::bytes_text(budget_) + " bytes) available");
+    const auto full = recompute_setting::full(problem_.cost.model().layers);
+    const double need = problem_.cost.peak_bytes(shapes_[i], config(k, full));
+    const std::string head =
+        "sample " + std::to_string(s.id) + " (" + std::to_string(s.tokens) + " tokens) does not fit";
+    const std::string at = " per GPU at degree " + std::to_string(degrees_[k]);
+    const auto bytes = [](double b) {
+      return detail::format_gib(b) + " (" + detail::bytes_text(b) + " bytes)";
+    };
+    const std::string available = bytes(budget_) + " available";
+    if (need <= budget_) {
+      const double kept = problem_.cost.peak_bytes(shapes_[i], config(k, recompute_setting::none()));
+      throw sample_does_not_fit(head + " under recompute strategy '" +
+                                std::string(problem_.recompute.name()) + "': it needs " + bytes(kept) +
+                                at + " without recomputation and " + bytes(need) +
+                                " with full recompute, which this strategy does not choose; " + available);
+    }
+    throw sample_does_not_fit(head + ": it needs " + bytes(need) + at + " with full recompute, " + available);
   }
 
 private:
