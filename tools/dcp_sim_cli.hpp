@@ -27,6 +27,7 @@ struct sim_options_cli {
   std::optional<std::string> file{};  ///< lengths (or, with --video-csv, frames,height,width)
   bool video_csv = false;
   std::int64_t tokens = 1'000'000;         ///< global batch tokens (text scenarios)
+  bool tokens_given = false;
   std::int64_t video_tokens = 4'000'000;   ///< global batch tokens of the default video scenario
   std::int64_t context = 65536;
   bool context_given = false;
@@ -57,14 +58,16 @@ Options (defaults in brackets):
   --workload W        wikipedia | megatron | long-sft | long-context | opensora
   --file PATH         sample lengths, one per line (the same batch every step)
   --video-csv         with --file: lines are frames,height,width in latent patches
-  --tokens N          global batch tokens per step  [1000000; video default 4000000]
+  --tokens N          global batch tokens per step  [1000000; video default 4000000, also
+                      with --model/--workload; the table says which it used]
   --context N         split longer documents into N-token chunks  [65536]
   --steps N           steps per policy  [50]
   --seed S            seed of the first step's batch, 0..2^64-1  [1]
   --policies LIST     comma-separated: dcp,static,paper-baseline,megatron-dcp,videosys-dcp,
-                      flexsp,verl,wlb-llm,dcp-calibrated  [all]
+                      flexsp,verl,wlb-llm,dcp-calibrated,megatron-static,
+                      megatron-static-sel,ulysses-static  [all]
   --json              print JSON instead of tables
-  --out DIR           write SVG figures (timelines, throughput, utilisation) into DIR
+  --out DIR           write SVG figures (a timeline per policy, throughput, utilisation) into DIR
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)
                       on the batch it was made for (--file, or the first step's batch);
                       refused, naming what differs, when its ids or tokens are another batch's
@@ -121,6 +124,7 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     else if (flag == "--tokens") {
       o.tokens = detail::parse_integer<std::int64_t>(flag, next(), 1, 1'000'000'000);
       o.video_tokens = o.tokens;
+      o.tokens_given = true;
     } else if (flag == "--context") {
       o.context = detail::parse_integer<std::int64_t>(flag, next(), 1);
       o.context_given = true;

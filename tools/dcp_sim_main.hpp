@@ -75,6 +75,31 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
                      shared->set_cost(std::move(model));
                    }});
   }
+  // The static layouts users configure, sized once for the run by trying them on the
+  // simulated hardware (the truth model). Last, so that every policy above keeps its noise seed.
+  const auto& users = evaluation::user_static_policies();
+  const bool any_user = wanted.empty() || std::any_of(wanted.begin(), wanted.end(), [&](const std::string& w) {
+                          return std::find(users.begin(), users.end(), w) != users.end();
+                        });
+  if (any_user) {
+    const sim::truth_model truth(sc.model, sc.cluster, sc.training);
+    const auto peak = [&truth](const micro_batch_shape& shape, const execution_config& config) {
+      return truth.peak_bytes(shape, config);
+    };
+    const auto kinds = sc.sample_kinds.empty() ? sc.draw(sc.seed) : sc.sample_kinds;
+    auto add_user = [&](auto layout) {
+      using policy_t = decltype(layout.layout);
+      auto shared = std::make_shared<DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, policy_t>>(
+          *cost, varlen_buckets{}, pyramid_recompute{}, layout.layout);
+      all.push_back({std::string(layout.layout.name()),
+                     [shared](std::span<const sample> batch) { return shared->plan(batch); }, {}, layout.reason});
+    };
+    for (auto granularity : {baselines::recompute_granularity::full, baselines::recompute_granularity::selective})
+      add_user(baselines::megatron_user_layout(sc.model, sc.cluster, sc.training, kinds, granularity,
+                                               sc.tokens_per_step, peak, truth.capacity_bytes()));
+    add_user(baselines::ulysses_user_layout(sc.model, sc.cluster, sc.training, kinds, sc.tokens_per_step, peak,
+                                            truth.capacity_bytes()));
+  }
   if (wanted.empty()) return all;
   std::vector<evaluation::policy_entry> chosen;
   for (const auto& name : wanted) {
@@ -111,6 +136,40 @@ inline std::function<std::vector<sample>(std::uint64_t)> make_draw(const sim_opt
   throw usage_error("--workload: unknown workload '" + workload + "'");
 }
 
+/// The kinds of sample a workload draws, longest first in size: what the user static layouts
+/// are sized for. Text: a context-length document and one of context / 64 tokens (packed 64 to
+/// a window); video: one clip per grid of the mix.
+inline std::vector<sample> sample_kinds_of(const std::string& workload, std::int64_t context) {
+  if (workload == "opensora") {
+    const auto mix = workload::opensora_video_mix::videosys_benchmark();
+    std::vector<sample> kinds;
+    for (const auto& b : mix.buckets())
+      if (b.probability > 0) kinds.push_back(video_sample(kinds.size(), b.shape, mix.parameters().attention));
+    return kinds;
+  }
+  return {text_sample(0, context), text_sample(1, std::max<std::int64_t>(context / 64, 1))};
+}
+
+/// The same for a fixed batch (--file): its longest sample and one of 1/64 of it for text, one
+/// sample per distinct grid for video.
+inline std::vector<sample> sample_kinds_of(const std::vector<sample>& samples) {
+  std::vector<sample> kinds;
+  std::int64_t longest = 0;
+  for (const auto& s : samples) {
+    if (!s.video) {
+      longest = std::max(longest, s.tokens);
+      continue;
+    }
+    const bool seen = std::any_of(kinds.begin(), kinds.end(), [&](const sample& k) { return k.video == s.video; });
+    if (!seen) kinds.push_back(video_sample(kinds.size(), *s.video, s.attention));
+  }
+  if (longest > 0) {
+    kinds.push_back(text_sample(kinds.size(), longest));
+    kinds.push_back(text_sample(kinds.size(), std::max<std::int64_t>(longest / 64, 1)));
+  }
+  return kinds;
+}
+
 inline std::vector<evaluation::scenario> make_scenarios(const sim_options_cli& o) {
   std::vector<evaluation::scenario> out;
   auto base = [&](std::string name, model_spec model, std::string workload, std::int64_t tokens) {
@@ -124,6 +183,12 @@ inline std::vector<evaluation::scenario> make_scenarios(const sim_options_cli& o
     sc.draw = make_draw(copy, workload);
     sc.steps = o.steps;
     sc.seed = o.seed;
+    sc.sample_kinds = sample_kinds_of(workload, o.context);
+    sc.tokens_per_step = tokens;
+    sc.notes.push_back("batches of ~" + std::to_string(tokens) + " tokens (" +
+                       (o.tokens_given ? std::string("--tokens")
+                                       : "the " + workload + " workload's default; --tokens to change") +
+                       ")");
     return sc;
   };
   if (o.file) {
@@ -137,6 +202,10 @@ inline std::vector<evaluation::scenario> make_scenarios(const sim_options_cli& o
     }
     auto sc = base(std::filesystem::path(*o.file).filename().string(), model_named(o.model), "wikipedia", 1);
     sc.draw = [samples](std::uint64_t) { return samples; };
+    sc.sample_kinds = sample_kinds_of(samples);
+    sc.tokens_per_step = 0;
+    for (const auto& sample : samples) sc.tokens_per_step += sample.tokens;
+    sc.notes = {"the same batch every step: the " + std::to_string(samples.size()) + " samples of " + *o.file};
     out.push_back(std::move(sc));
     return out;
   }
@@ -146,7 +215,8 @@ inline std::vector<evaluation::scenario> make_scenarios(const sim_options_cli& o
     const std::string workload = o.workload_given ? o.workload
                                  : model.family == model_family::diffusion_transformer ? "opensora"
                                                                                        : "wikipedia";
-    out.push_back(base(o.model + "/" + workload, model, workload, o.tokens));
+    // The workload's own default batch size (video 4M tokens, text 1M) unless --tokens is given.
+    out.push_back(base(o.model + "/" + workload, model, workload, workload == "opensora" ? o.video_tokens : o.tokens));
     return out;
   }
   out.push_back(base("llama3-8b/wikipedia/64k", models::llama3_8b(), "wikipedia", o.tokens));
@@ -193,23 +263,43 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc, const 
      << sc.cluster.gpu.name << ", " << steps << " steps, ~"
      << (steps > 0 ? tokens / std::max<std::int64_t>(steps * static_cast<std::int64_t>(r.policies.size()), 1) : 0)
      << " tokens per step\n";
+  for (const auto& note : sc.notes) os << "  " << printable(note) << "\n";
   using align = text_table::align;
-  text_table table({"policy", "median step", "tokens/s", "vs static", "vs paper", "gap", "idle",
-                    "peak mem", "OOM", "planning"},
+  text_table table({"policy", "median step", "mean step", "tokens/s", "vs static", "vs your static", "vs paper",
+                    "gap", "idle", "peak mem", "OOM", "planning"},
                    {align::left});
+  auto ratio_text = [](double r) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(2) << r << "x";
+    return s.str();
+  };
   for (const auto& p : r.policies) {
-    std::ostringstream step, rate, vs_static, vs_paper, gap, idle, planning;
+    std::ostringstream step, mean, rate, gap, idle, planning;
     step << std::fixed << std::setprecision(3) << p.median_step_s << " s";
+    mean << std::fixed << std::setprecision(3) << p.mean_step_s << " s";
     rate << std::fixed << std::setprecision(0) << p.tokens_per_s;
-    vs_static << std::fixed << std::setprecision(2) << p.speedup_vs_best_static << "x";
-    vs_paper << std::fixed << std::setprecision(2) << p.speedup_vs_paper_baseline << "x";
     gap << std::fixed << std::setprecision(1) << 100 * p.gap_to_bound << " %";
     idle << std::fixed << std::setprecision(1) << 100 * p.idle_fraction << " %";
     planning << std::fixed << std::setprecision(1) << p.planning_ms << " ms";
-    table.add_row({printable(p.name), step.str(), rate.str(), vs_static.str(), vs_paper.str(), gap.str(),
-                   idle.str(), gib_text(p.peak_bytes), std::to_string(p.oom_events), planning.str()});
+    table.add_row({printable(p.name), step.str(), mean.str(), rate.str(), ratio_text(p.speedup_vs_best_static),
+                   r.your_static.empty() ? std::string("-") : ratio_text(p.speedup_vs_your_static),
+                   ratio_text(p.speedup_vs_paper_baseline), gap.str(), idle.str(), gib_text(p.peak_bytes),
+                   std::to_string(p.oom_events), planning.str()});
   }
   table.print(os);
+  os << "vs static: over the best static layout a search finds (one degree per batch, our packing and "
+        "recompute); vs your static: over the faster user layout";
+  if (!r.your_static.empty()) os << " (" << printable(r.your_static) << ")";
+  os << "\n";
+  for (const auto& p : r.policies)
+    if (!p.note.empty()) os << "  " << printable(p.name) << ": " << printable(p.note) << "\n";
+  if (const auto* ours = evaluation::detail::find(r.policies, "dcp"); ours && !r.your_static.empty()) {
+    os << "dcp vs each user layout:";
+    for (const auto& name : evaluation::user_static_policies())
+      if (const auto* u = evaluation::detail::find(r.policies, name); u && u->tokens_per_s > 0)
+        os << " " << name << " " << ratio_text(ours->tokens_per_s / u->tokens_per_s);
+    os << "\n";
+  }
   os << std::fixed << std::setprecision(2) << "truth-model ceiling: no plan beats the paper baseline by more than "
      << r.paper_baseline_ceiling << "x, or the best static layout by more than " << r.best_static_ceiling
      << "x, on these batches\n\n";
@@ -234,17 +324,26 @@ inline void write_results_json(std::ostream& os, const std::vector<evaluation::s
     os << (i ? "," : "") << "\n {\"name\":" << string(r.name) << ",\"model\":" << string(scenarios[i].model.name)
        << ",\"gpus\":" << r.gpus << ",\"gpu\":" << string(scenarios[i].cluster.gpu.name)
        << ",\"paper_baseline_ceiling\":" << number(r.paper_baseline_ceiling)
-       << ",\"best_static_ceiling\":" << number(r.best_static_ceiling) << ",\"policies\":[";
+       << ",\"best_static_ceiling\":" << number(r.best_static_ceiling)
+       << ",\"your_static\":" << (r.your_static.empty() ? std::string("null") : string(r.your_static))
+       << ",\"notes\":[";
+    for (std::size_t n = 0; n < scenarios[i].notes.size(); ++n) os << (n ? "," : "") << string(scenarios[i].notes[n]);
+    os << "],\"policies\":[";
     for (std::size_t k = 0; k < r.policies.size(); ++k) {
       const auto& p = r.policies[k];
       os << (k ? "," : "") << "\n  {\"name\":" << string(p.name) << ",\"median_step_s\":" << number(p.median_step_s)
-         << ",\"tokens_per_s\":" << number(p.tokens_per_s)
+         << ",\"mean_step_s\":" << number(p.mean_step_s) << ",\"tokens_per_s\":" << number(p.tokens_per_s)
          << ",\"speedup_vs_best_static\":" << number(p.speedup_vs_best_static)
+         << ",\"speedup_vs_your_static\":" << number(p.speedup_vs_your_static)
+         << ",\"speedup_vs_megatron_static\":" << number(p.speedup_vs_megatron_static)
+         << ",\"speedup_vs_ulysses_static\":" << number(p.speedup_vs_ulysses_static)
          << ",\"speedup_vs_paper_baseline\":" << number(p.speedup_vs_paper_baseline)
          << ",\"gap_to_bound\":" << number(p.gap_to_bound) << ",\"idle_fraction\":" << number(p.idle_fraction)
          << ",\"peak_bytes\":" << number(p.peak_bytes) << ",\"oom_events\":" << p.oom_events
          << ",\"planning_ms\":" << number(p.planning_ms) << ",\"prediction_error\":" << number(p.prediction_error)
-         << ",\"steps\":" << p.steps.size() << "}";
+         << ",\"steps\":" << p.steps.size();
+      if (!p.note.empty()) os << ",\"note\":" << string(p.note);
+      os << "}";
     }
     os << "]}";
   }
@@ -268,8 +367,7 @@ inline void write_figures(const std::filesystem::path& dir, const evaluation::sc
     std::vector<double> u;
     for (const auto& s : p.steps) u.push_back(1.0 - s.idle_fraction);
     utilisation.emplace_back(p.name, std::move(u));
-    if (p.name == "dcp" || p.name == "static" || p.name == "paper-baseline")
-      save("timeline-" + p.name, evaluation::timeline_svg(p.first_step, r.name + ": " + p.name + ", step 0"));
+    save("timeline-" + p.name, evaluation::timeline_svg(p.first_step, r.name + ": " + p.name + ", step 0"));
   }
   save("throughput", evaluation::bar_chart_svg(bars, r.name + ": throughput (truth model)", "k tokens/s"));
   save("utilisation", evaluation::line_chart_svg(utilisation, r.name + ": GPU utilisation per step",

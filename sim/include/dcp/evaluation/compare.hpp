@@ -31,6 +31,7 @@ struct policy_entry {
   std::string name;
   std::function<step_plan(std::span<const sample>)> plan;
   std::function<void(std::span<const observation>)> observe{};
+  std::string note{};  ///< how the policy was configured for the run, printed beside its row
 };
 
 /// What a framework would have measured for each micro-step of `plan` in the simulated step:
@@ -57,7 +58,22 @@ struct scenario {
   std::function<std::vector<sample>(std::uint64_t seed)> draw;
   std::int64_t steps = 50;
   std::uint64_t seed = 1;
+  /// The kinds of sample the workload draws, longest included: what a user sizes a static
+  /// layout for (baselines/user_static_rules.hpp). Empty: the first batch's samples.
+  std::vector<sample> sample_kinds{};
+  /// The tokens a step's batch is drawn to (0: unknown): user layouts leave no data-parallel
+  /// group without a share of it.
+  std::int64_t tokens_per_step = 0;
+  /// Lines the reports print with the scenario (how its batch size and user layouts were chosen).
+  std::vector<std::string> notes{};
 };
+
+/// The static layouts users configure (baselines/user_static.hpp), by policy name: "your
+/// static" is the fastest of those in a run.
+inline const std::vector<std::string>& user_static_policies() {
+  static const std::vector<std::string> names{"megatron-static", "megatron-static-sel", "ulysses-static"};
+  return names;
+}
 
 /// Per-step numbers of one policy.
 struct step_record {
@@ -75,10 +91,15 @@ struct step_record {
 struct policy_result {
   std::string name;
   std::vector<step_record> steps;
+  std::string note{};  ///< from policy_entry::note
   // Summary, filled by summarise():
   double median_step_s = 0;
+  double mean_step_s = 0;        ///< the median hides heavy-tailed policies
   double tokens_per_s = 0;
   double speedup_vs_best_static = 0;
+  double speedup_vs_your_static = 0;    ///< over the fastest user static layout in the run
+  double speedup_vs_megatron_static = 0;  ///< over megatron-static (full recompute)
+  double speedup_vs_ulysses_static = 0;   ///< over ulysses-static
   double speedup_vs_paper_baseline = 0;
   double gap_to_bound = 0;       ///< mean of simulated makespan / truth bound - 1
   double idle_fraction = 0;      ///< mean
@@ -97,6 +118,7 @@ struct scenario_result {
   /// can beat the paper baseline by more than this under the truth model.
   double paper_baseline_ceiling = 0;
   double best_static_ceiling = 0;  ///< the same against the best static layout
+  std::string your_static{};       ///< the fastest user static layout in the run; empty if none ran
 };
 
 namespace detail {
@@ -142,6 +164,7 @@ inline void summarise(scenario_result& result) {
     }
     const auto n = static_cast<double>(std::max<std::size_t>(p.steps.size(), 1));
     p.median_step_s = detail::median(step_s);
+    p.mean_step_s = std::accumulate(step_s.begin(), step_s.end(), 0.0) / n;
     p.planning_ms = detail::median(planning);
     p.tokens_per_s = detail::tokens_per_second(p);
     p.gap_to_bound = gap / n;
@@ -150,10 +173,22 @@ inline void summarise(scenario_result& result) {
   }
   const auto* best_static = detail::find(result.policies, "static");
   const auto* paper = detail::find(result.policies, "paper-baseline");
+  const policy_result* yours = nullptr;
+  for (const auto& name : user_static_policies())
+    if (const auto* p = detail::find(result.policies, name); p && (!yours || p->tokens_per_s > yours->tokens_per_s))
+      yours = p;
+  result.your_static = yours ? yours->name : std::string{};
+  const auto* megatron = detail::find(result.policies, "megatron-static");
+  const auto* ulysses = detail::find(result.policies, "ulysses-static");
+  const auto ratio = [](const policy_result& p, const policy_result* reference) {
+    return reference && reference->tokens_per_s > 0 ? p.tokens_per_s / reference->tokens_per_s : 0.0;
+  };
   for (auto& p : result.policies) {
-    if (best_static && best_static->tokens_per_s > 0)
-      p.speedup_vs_best_static = p.tokens_per_s / best_static->tokens_per_s;
-    if (paper && paper->tokens_per_s > 0) p.speedup_vs_paper_baseline = p.tokens_per_s / paper->tokens_per_s;
+    p.speedup_vs_best_static = ratio(p, best_static);
+    p.speedup_vs_paper_baseline = ratio(p, paper);
+    p.speedup_vs_your_static = ratio(p, yours);
+    p.speedup_vs_megatron_static = ratio(p, megatron);
+    p.speedup_vs_ulysses_static = ratio(p, ulysses);
   }
   auto ceiling = [&](const policy_result* reference) {
     if (!reference || reference->steps.empty()) return 0.0;
@@ -174,7 +209,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   scenario_result result;
   result.name = sc.name;
   result.gpus = sc.cluster.gpus;
-  for (const auto& p : policies) result.policies.push_back({p.name, {}});
+  for (const auto& p : policies) result.policies.push_back({p.name, {}, p.note});
   const sim::truth_model truth(sc.model, sc.cluster, sc.training);
   const auto total = sc.steps * static_cast<std::int64_t>(policies.size());
   std::int64_t done = 0;

@@ -1,0 +1,166 @@
+#pragma once
+// How a user configures the static layouts of user_static.hpp for a run: once, from the
+// longest sample the run may see, by trying the setting on the hardware and taking the next
+// one when it runs out of memory. Here the hardware is whatever `peak(shape, config)` says —
+// the simulator's truth model in dcp-sim — against `capacity_bytes` (the GPU's memory). No
+// batch is looked at: the degree and budget hold for every step of the run.
+//
+//  - Megatron-style: CP degree = the smallest allowed power of two at which a full window of
+//    `--seq-length` L tokens (L = the longest sample kind) fits with the fixed recompute
+//    setting, and at which the data-parallel size GPUs / CP is at most the windows a step's
+//    `batch_tokens` fill (Megatron requires the global batch to be a multiple of
+//    micro-batch × DP: no DP rank without a micro-batch).
+//  - DeepSpeed-Ulysses-style: SP degree = the smallest allowed power of two that holds the
+//    longest sample kind alone with full recompute, with the same share condition (every
+//    data-parallel group's share of the step holds an L-token sample); tokens per rank = the
+//    largest power of two whose micro-batch (tokens per rank × degree tokens) fits with full
+//    recompute — a user doubles the token budget until it runs out of memory — capped at a
+//    GPU's share of the step rounded up to a power of two (more would leave groups idle), and
+//    never below ceil(L / degree), so that the longest sample fits its micro-batch.
+// batch_tokens = 0 drops the share conditions.
+// "Fits" is judged on the worst window the run can form: for every sample kind, as many
+// copies of it as the window holds (the kinds are the workload's: for text, one L-token
+// document and a document of L / 64 tokens, packed 64 to a window; for video, one clip per
+// grid of the mix).
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dcp/baselines/user_static.hpp"
+#include "dcp/error.hpp"
+#include "dcp/placement/context.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
+
+namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
+
+/// A user layout with the line that says how the rule chose it.
+template <class Layout>
+struct user_layout {
+  Layout layout;
+  std::string reason;
+};
+
+namespace detail {
+
+/// The shape of as many copies of `kind` as `limit` tokens hold (at least one).
+[[nodiscard]] inline micro_batch_shape copies_within(const sample& kind, std::int64_t limit) {
+  const auto one = micro_batch_shape::of(kind);
+  const auto count = std::max<std::int64_t>(1, limit / std::max<std::int64_t>(kind.tokens, 1));
+  return {count * one.samples, count * one.tokens, one.longest, static_cast<double>(count) * one.attention_pairs};
+}
+
+template <class Peak>
+[[nodiscard]] double worst_peak(const std::vector<sample>& kinds, std::int64_t limit, const execution_config& config,
+                                const Peak& peak) {
+  double worst = 0;
+  for (const auto& kind : kinds)
+    if (kind.tokens <= limit) worst = std::max(worst, static_cast<double>(peak(copies_within(kind, limit), config)));
+  return worst;
+}
+
+[[nodiscard]] inline std::int64_t longest_tokens(const std::vector<sample>& kinds) {
+  if (kinds.empty()) throw invalid_spec("user static layout: no sample kinds to size it for");
+  std::int64_t longest = 0;
+  for (const auto& k : kinds) longest = std::max(longest, k.tokens);
+  return longest;
+}
+
+[[nodiscard]] inline std::string gib_of(double bytes) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << bytes / gib << " GiB";
+  return os.str();
+}
+
+/// The smallest allowed degree at which a window of `limit` tokens fits; throws if none does.
+template <class Peak>
+[[nodiscard]] std::int64_t smallest_fitting_degree(const std::vector<std::int64_t>& degrees,
+                                                   const std::vector<sample>& kinds, std::int64_t limit,
+                                                   sequence_parallel sp, recompute_setting setting,
+                                                   const Peak& peak, double capacity_bytes, std::string_view who,
+                                                   std::int64_t gpus, std::int64_t batch_tokens, std::string& tried) {
+  for (auto d : degrees) {
+    if (batch_tokens > 0 && d < degrees.back() && (gpus / d) * limit > batch_tokens) {
+      tried += (tried.empty() ? "" : ", ") + std::to_string(d) + " would leave data-parallel groups without a " +
+               std::to_string(limit) + "-token share of the " + std::to_string(batch_tokens) + "-token step";
+      continue;
+    }
+    const double bytes = worst_peak(kinds, limit, execution_config{d, sp, setting}, peak);
+    if (bytes <= capacity_bytes) return d;
+    tried += (tried.empty() ? "" : ", ") + std::to_string(d) + " would run out of memory (" + gib_of(bytes) + ")";
+  }
+  throw invalid_spec(std::string(who) + ": no degree holds a " + std::to_string(limit) + "-token window within " +
+                     gib_of(capacity_bytes) + " (" + tried + ")");
+}
+
+}  // namespace detail
+
+/// Megatron-style: `--context-parallel-size` and `--seq-length` for a run over `kinds`.
+template <class Peak>
+[[nodiscard]] user_layout<megatron_static> megatron_user_layout(const model_spec& model, const cluster_spec& cluster,
+                                                                const training_spec& training,
+                                                                const std::vector<sample>& kinds,
+                                                                recompute_granularity recompute,
+                                                                std::int64_t batch_tokens, const Peak& peak,
+                                                                double capacity_bytes) {
+  const auto window = detail::longest_tokens(kinds);
+  std::string tried;
+  const auto degree = detail::smallest_fitting_degree(
+      allowed_degrees(model, cluster, training.sp), kinds, window, training.sp, setting_of(recompute, model.layers),
+      peak, capacity_bytes, "megatron-static", cluster.gpus, batch_tokens, tried);
+  const execution_config config{degree, training.sp, setting_of(recompute, model.layers)};
+  std::string reason = "CP " + std::to_string(degree) + " for the run: the smallest power of two whose " +
+                       std::to_string(window) + "-token window fits with " + std::string(to_string(recompute)) +
+                       " recompute" + (batch_tokens > 0 ? " and leaves no data-parallel group without a window" : "") +
+                       " (worst window " + detail::gib_of(detail::worst_peak(kinds, window, config, peak)) +
+                       " of " + detail::gib_of(capacity_bytes) + ")";
+  if (!tried.empty()) reason += "; CP " + tried;
+  return {{degree, window, recompute}, std::move(reason)};
+}
+
+/// DeepSpeed-Ulysses-style: `sequence_parallel_size` and the per-rank token budget.
+template <class Peak>
+[[nodiscard]] user_layout<ulysses_static> ulysses_user_layout(const model_spec& model, const cluster_spec& cluster,
+                                                              const training_spec& training,
+                                                              const std::vector<sample>& kinds,
+                                                              std::int64_t batch_tokens, const Peak& peak,
+                                                              double capacity_bytes) {
+  const auto longest = detail::longest_tokens(kinds);
+  const auto full = recompute_setting::full(model.layers);
+  std::vector<sample> longest_kind;
+  for (const auto& k : kinds)
+    if (k.tokens == longest) longest_kind.push_back(k);
+  std::string tried;
+  const auto degree = detail::smallest_fitting_degree(allowed_degrees(model, cluster, training.sp), longest_kind,
+                                                      longest, training.sp, full, peak, capacity_bytes,
+                                                      "ulysses-static", cluster.gpus, batch_tokens, tried);
+  const execution_config config{degree, training.sp, full};
+  const auto floor_tokens = (longest + degree - 1) / degree;
+  std::int64_t per_rank = 1;
+  while (per_rank < (std::int64_t{1} << 40) &&
+         detail::worst_peak(kinds, 2 * per_rank * degree, config, peak) <= capacity_bytes)
+    per_rank *= 2;
+  std::int64_t share = 1;  // a GPU's share of the step, rounded up to a power of two
+  const auto step_share = batch_tokens > 0 ? (batch_tokens + cluster.gpus - 1) / cluster.gpus : 0;
+  while (share < step_share) share *= 2;
+  const bool capped = batch_tokens > 0 && share < per_rank;
+  if (capped) per_rank = share;
+  per_rank = std::max(per_rank, floor_tokens);
+  std::string reason = "SP " + std::to_string(degree) + " for the run: the smallest power of two that holds the " +
+                       std::to_string(longest) + "-token sample with full recompute" +
+                       (batch_tokens > 0 ? " and gives every data-parallel group a share of the step" : "") + "; " +
+                       std::to_string(per_rank) + " tokens per rank: " +
+                       (capped ? "a GPU's share of the step rounded up to a power of two (memory holds more)"
+                               : "the largest power of two that fits") +
+                       " (worst micro-batch " +
+                       detail::gib_of(detail::worst_peak(kinds, per_rank * degree, config, peak)) + " of " +
+                       detail::gib_of(capacity_bytes) + ")";
+  if (!tried.empty()) reason += "; SP " + tried;
+  return {{degree, per_rank}, std::move(reason)};
+}
+
+}  // namespace dcp::baselines
