@@ -1,0 +1,254 @@
+// The static layouts users configure (baselines/user_static.hpp and user_static_rules.hpp) and
+// how dcp-sim reports them: valid plans, one degree for the run, windows within the context
+// length, round-robin dealing, within memory under the truth model; the tool's new fields.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dcp/baselines/baselines.hpp"
+#include "dcp/dcp.hpp"
+#include "dcp/sim/simulator.hpp"
+#include "dcp/sim/truth_model.hpp"
+#include "dcp/workload/batch.hpp"
+#include "dcp/workload/loaders.hpp"
+#include "dcp/workload/video_mix.hpp"
+#include "../../tools/dcp_sim_main.hpp"
+
+using namespace dcp;
+using namespace dcp::baselines;
+
+namespace {
+
+constexpr std::int64_t context = 65536;
+
+std::vector<sample> wikipedia_batch(std::uint64_t seed, std::int64_t tokens = 1'000'000) {
+  const auto documents = workload::draw_batch(workload::wikipedia(), tokens, seed);
+  return workload::split_to_context(documents, context).samples;
+}
+
+std::vector<sample> video_batch(std::uint64_t seed) {
+  return workload::draw_batch(workload::opensora_video_mix::videosys_benchmark(), 4'000'000, seed);
+}
+
+struct checked_run {
+  std::int64_t degree = 0;
+  std::int64_t oom_events = 0;
+};
+
+/// Plans `batch` with `policy`, checks the plan's structure (every sample once, one degree,
+/// the fixed recompute, packs within `limit` tokens, pack w on group w mod DP with packs in
+/// arrival order) and simulates it on the truth model.
+template <class Policy>
+checked_run check_plan(const model_spec& model, const cluster_spec& cluster, const Policy& policy,
+                       const std::vector<sample>& batch, std::int64_t degree, std::int64_t limit,
+                       recompute_setting recompute) {
+  const training_spec training{};
+  const analytic_cost_model cost(model, cluster, training);
+  DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, Policy> scheduler(
+      cost, varlen_buckets{}, pyramid_recompute{}, policy);
+  const auto plan = scheduler.plan(batch);
+  std::map<std::uint64_t, std::int64_t> tokens_of;
+  for (const auto& s : batch) tokens_of[s.id] = s.tokens;
+  std::multiset<std::uint64_t> seen;
+  // Packs in the order they were opened (by their first sample's id, the data loader's order).
+  std::vector<const micro_step*> packs;
+  for (const auto& m : plan.micro_steps) {
+    CHECK(m.config.degree == degree);
+    CHECK(m.config.recompute == recompute);
+    std::int64_t tokens = 0;
+    for (auto id : m.sample_ids) {
+      seen.insert(id);
+      tokens += tokens_of.at(id);
+    }
+    CHECK(tokens <= limit);
+    CHECK(tokens == m.tokens);
+    packs.push_back(&m);
+  }
+  CHECK(seen.size() == batch.size());
+  for (const auto& s : batch) CHECK(seen.count(s.id) == 1);
+  std::sort(packs.begin(), packs.end(), [](const micro_step* a, const micro_step* b) {
+    return *std::min_element(a->sample_ids.begin(), a->sample_ids.end()) <
+           *std::min_element(b->sample_ids.begin(), b->sample_ids.end());
+  });
+  const auto groups = cluster.gpus / degree;
+  for (std::size_t w = 0; w < packs.size(); ++w) {
+    CAPTURE(w);
+    CHECK(packs[w]->first_rank == static_cast<std::int64_t>(w) % groups * degree);
+  }
+  const sim::truth_model truth(model, cluster, training);
+  const auto simulated = sim::simulate(plan, batch, truth, {});
+  return {degree, simulated.oom_events};
+}
+
+struct tool_output {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+tool_output run_sim(std::initializer_list<std::string_view> args) {
+  std::ostringstream out, err;
+  const std::vector<std::string_view> list(args);
+  const int status = tool::sim_main(list, out, err);
+  return {status, out.str(), err.str()};
+}
+
+auto truth_peak(const sim::truth_model& truth) {
+  return [&truth](const micro_batch_shape& shape, const execution_config& config) {
+    return truth.peak_bytes(shape, config);
+  };
+}
+
+}  // namespace
+
+TEST_CASE("Baselines.UserStatic.megatron_style_is_one_degree_in_context_windows_within_memory") {
+  const auto model = models::llama3_8b();
+  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+  const sim::truth_model truth(model, cluster, training_spec{});
+  const std::vector<sample> kinds = tool::sim_detail::sample_kinds_of("wikipedia", context);
+  for (auto granularity : {recompute_granularity::full, recompute_granularity::selective}) {
+    CAPTURE(to_string(granularity));
+    const auto chosen = megatron_user_layout(model, cluster, training_spec{}, kinds, granularity, 1'000'000,
+                                             truth_peak(truth), truth.capacity_bytes());
+    const auto& layout = chosen.layout;
+    CHECK(layout.seq_length == context);
+    // No data-parallel group without a window: GPUs / CP windows of 64K fit in 1M tokens.
+    CHECK(cluster.gpus / layout.context_parallel_size * context <= 1'000'000);
+    // The window fits at the chosen degree; at half the degree it does not, or the DP share fails.
+    const auto setting = setting_of(granularity, model.layers);
+    CHECK(truth.peak_bytes(micro_batch_shape::of(text_sample(0, context)),
+                           {layout.context_parallel_size, sequence_parallel::ulysses, setting}) <=
+          truth.capacity_bytes());
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      CAPTURE(seed);
+      const auto run = check_plan(model, cluster, layout, wikipedia_batch(seed), layout.context_parallel_size,
+                                  context, setting);
+      CHECK(run.oom_events == 0);
+    }
+  }
+}
+
+TEST_CASE("Baselines.UserStatic.ulysses_style_is_one_degree_in_token_budget_batches_within_memory") {
+  const auto model = models::llama3_8b();
+  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+  const sim::truth_model truth(model, cluster, training_spec{});
+  const auto kinds = tool::sim_detail::sample_kinds_of("wikipedia", context);
+  const auto chosen =
+      ulysses_user_layout(model, cluster, training_spec{}, kinds, 1'000'000, truth_peak(truth), truth.capacity_bytes());
+  const auto& layout = chosen.layout;
+  CHECK(layout.tokens_per_rank * layout.sequence_parallel_size >= context);  // the longest sample fits
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    CAPTURE(seed);
+    const auto run = check_plan(model, cluster, layout, wikipedia_batch(seed), layout.sequence_parallel_size,
+                                layout.tokens_per_rank * layout.sequence_parallel_size,
+                                recompute_setting::full(model.layers));
+    CHECK(run.oom_events == 0);
+  }
+}
+
+TEST_CASE("Baselines.UserStatic.video_windows_hold_one_grid_and_stay_within_memory") {
+  const auto model = models::stdit3_xl();
+  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+  const sim::truth_model truth(model, cluster, training_spec{});
+  const auto kinds = tool::sim_detail::sample_kinds_of("opensora", context);
+  std::int64_t longest = 0;
+  for (const auto& k : kinds) longest = std::max(longest, k.tokens);
+  const auto megatron = megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::full,
+                                             4'000'000, truth_peak(truth), truth.capacity_bytes())
+                            .layout;
+  const auto ulysses =
+      ulysses_user_layout(model, cluster, training_spec{}, kinds, 4'000'000, truth_peak(truth), truth.capacity_bytes())
+          .layout;
+  CHECK(megatron.seq_length == longest);
+  const auto batch = video_batch(7);
+  std::map<std::uint64_t, video_shape> grid_of;
+  for (const auto& s : batch) grid_of[s.id] = *s.video;
+  const auto m = check_plan(model, cluster, megatron, batch, megatron.context_parallel_size, longest,
+                            recompute_setting::full(model.layers));
+  const auto u = check_plan(model, cluster, ulysses, batch, ulysses.sequence_parallel_size,
+                            ulysses.tokens_per_rank * ulysses.sequence_parallel_size,
+                            recompute_setting::full(model.layers));
+  CHECK(m.oom_events == 0);
+  CHECK(u.oom_events == 0);
+  // Clips of different grids never share a window.
+  const analytic_cost_model cost(model, cluster, training_spec{});
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_static> scheduler(
+      cost, varlen_buckets{}, pyramid_recompute{}, megatron);
+  for (const auto& step : scheduler.plan(batch).micro_steps)
+    for (auto id : step.sample_ids) CHECK(grid_of.at(id) == grid_of.at(step.sample_ids.front()));
+}
+
+TEST_CASE("Baselines.UserStatic.the_rule_takes_the_next_degree_where_one_runs_out_of_memory") {
+  const auto model = models::llama3_8b();
+  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+  const std::vector<sample> kinds{text_sample(0, 1000)};
+  // A "hardware" on which a window needs 100 GB / degree: 40 GB holds it from degree 4 on.
+  const auto peak = [](const micro_batch_shape&, const execution_config& c) {
+    return 100e9 / static_cast<double>(c.degree);
+  };
+  const auto chosen = megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::full, 0,
+                                           peak, 40e9);
+  CHECK(chosen.layout.context_parallel_size == 4);
+  CHECK(chosen.reason.find("1 would run out of memory") != std::string::npos);
+  CHECK(chosen.reason.find("2 would run out of memory") != std::string::npos);
+  CHECK(ulysses_user_layout(model, cluster, training_spec{}, kinds, 0, peak, 40e9).layout.sequence_parallel_size == 4);
+  // Nothing fits: the rule says so instead of picking a layout that runs out of memory.
+  CHECK_THROWS_AS((void)megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::full, 0,
+                                             peak, 1.0),
+                  invalid_spec);
+}
+
+TEST_CASE("Baselines.UserStatic.a_degree_the_cluster_does_not_allow_is_refused") {
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()), training_spec{});
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_static> bad(
+      cost, varlen_buckets{}, pyramid_recompute{}, megatron_static{3, context, recompute_granularity::full});
+  const std::vector<sample> batch{text_sample(1, 100)};
+  CHECK_THROWS_AS((void)bad.plan(batch), invalid_spec);
+}
+
+TEST_CASE("Tool.Sim.reports_mean_step_and_ratios_over_the_user_static_layouts") {
+  const auto json = run_sim({"--steps", "2", "--nodes", "1", "--tokens", "300000", "--policies",
+                             "dcp,static,megatron-static,megatron-static-sel,ulysses-static", "--json"});
+  REQUIRE(json.status == 0);
+  for (const auto* field : {"\"mean_step_s\":", "\"speedup_vs_your_static\":", "\"speedup_vs_megatron_static\":",
+                            "\"speedup_vs_ulysses_static\":", "\"your_static\":\"", "\"notes\":[", "\"note\":\"CP "})
+    CHECK_MESSAGE(json.out.find(field) != std::string::npos, field);
+  CHECK(json.out.find("(--tokens)") != std::string::npos);
+  const auto table = run_sim({"--steps", "2", "--nodes", "1", "--tokens", "300000", "--policies",
+                              "dcp,static,megatron-static,ulysses-static"});
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("mean step") != std::string::npos);
+  CHECK(table.out.find("vs your static") != std::string::npos);
+  CHECK(table.out.find("dcp vs each user layout: megatron-static ") != std::string::npos);
+  CHECK(table.out.find("OOM") != std::string::npos);
+}
+
+TEST_CASE("Tool.Sim.model_flag_keeps_the_workload_default_tokens_and_says_so") {
+  const auto r = run_sim({"--model", "stdit3-xl", "--steps", "1", "--policies", "dcp", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("batches of ~4000000 tokens (the opensora workload's default") != std::string::npos);
+}
+
+TEST_CASE("Tool.Sim.writes_a_timeline_for_every_policy") {
+  const auto dir = std::filesystem::temp_directory_path() / "dcp_user_static_figures";
+  std::filesystem::remove_all(dir);
+  const auto out = dir.string();
+  const auto r = run_sim({"--model", "stdit3-xl", "--nodes", "1", "--tokens", "400000", "--steps", "1",
+                          "--policies", "dcp,videosys-dcp,megatron-static", "--out", out});
+  REQUIRE(r.status == 0);
+  for (const auto* name : {"dcp", "videosys-dcp", "megatron-static"}) {
+    CAPTURE(name);
+    CHECK(std::filesystem::exists(dir / (std::string("stdit3-xl_opensora-timeline-") + name + ".svg")));
+  }
+  std::filesystem::remove_all(dir);
+}
