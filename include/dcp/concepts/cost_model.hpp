@@ -74,10 +74,12 @@ concept optional_cost_members_are_well_formed =
 ///  5. Semantics: pure and deterministic; `peak_bytes` never decreases when samples are added
 ///     and never increases when more layers are recomputed; `seconds` never decreases when
 ///     samples are added. The marginal time of b — `m.marginal_seconds(b, c)` if the model has
-///     that optional member, else seconds(b) - seconds({}) — is a floor on what b adds to any
-///     micro-batch: seconds(a + b) >= seconds(a) + marginal(b) (the lower bound relies on it);
-///     for a fixed recompute setting, degree * marginal does not decrease with the degree
-///     (parallelism is never super-linear).
+///     that optional member, else seconds(b) - seconds({}) — is b's floor in any micro-batch:
+///     for samples b_1..b_n, seconds(b_1 + ... + b_n) >= seconds({}) + sum_i marginal(b_i) (the
+///     lower bound and the static search rely on it; the default meets it when seconds is
+///     superadditive, seconds(a + b) >= seconds(a) + seconds(b) - seconds({})); for a fixed
+///     recompute setting, degree * marginal does not decrease with the degree (parallelism is
+///     never super-linear).
 /// Optional members (each used when present, and checked: one declared with another signature
 /// makes M not a cost_model, see optional_cost_members_are_well_formed):
 ///  - `m.gradient_sync_seconds()` -> double: the step's gradient synchronisation after the last

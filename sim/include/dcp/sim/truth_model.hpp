@@ -275,10 +275,11 @@ public:
     return micro_step_parts(s, c).seconds();
   }
 
-  /// A floor on the time `s` adds to any micro-batch with config `c` (cost_model requirement 5):
-  /// every term is affine in the shape's additive fields, so `s` adds its slopes; fixed costs
-  /// (GEMM half-saturation, latencies, launches) are left out, and where two transfers or a
-  /// transfer and ring attention overlap it adds the smaller of the two.
+  /// A floor on the time `s` contributes to any micro-batch with config `c` (cost_model
+  /// requirement 5): every term is affine in the shape's additive fields, so `s` adds its slopes;
+  /// fixed costs (GEMM half-saturation, latencies, launches) are left out; of NVLink and NIC
+  /// transfers, which run side by side and scale together, the longer; and under ring attention,
+  /// which hides transfers but is never hidden, the attention.
   [[nodiscard]]
   double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     const auto with = micro_step_parts(s, c);
@@ -286,8 +287,10 @@ public:
     const double serial = with.serial_seconds() - without.serial_seconds();
     const double network = with.inter_node_bytes > 0 ? with.inter_node_bytes / with.nic_bandwidth : 0;
     const double transfer = std::max(with.intra_node_seconds, network);
-    // Transfers have no fixed part (latency is serial), so they are linear in the shape.
-    if (with.overlapped_seconds > 0) return serial + std::min(with.overlapped_seconds, transfer);
+    // Transfers have no fixed part (latency is serial), so they are linear in the shape. Ring:
+    // the micro-step takes max(attention, transfers) beyond its serial part, so each sample's
+    // attention counts in full (compute is never hidden; the transfers may be).
+    if (with.overlapped_seconds > 0) return serial + with.overlapped_seconds;
     return serial + transfer;
   }
 
