@@ -20,17 +20,13 @@
 #include "dcp/dcp.hpp"
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/empirical_profile.hpp"
+#include "wikipedia_samples.hpp"
 
 namespace {
 
 using namespace dcp;
 
-std::vector<sample> wikipedia_samples(std::size_t count, std::uint64_t seed) {
-  auto drawn = workload::draw_samples(workload::wikipedia(), static_cast<std::int64_t>(count), seed);
-  auto split = workload::split_to_context(drawn, 65536).samples;
-  split.resize(std::min(split.size(), count));
-  return split;
-}
+using bench::wikipedia_samples;
 
 template <std::int64_t Gpus>
 void BM_Plan(benchmark::State& state) {

@@ -294,20 +294,19 @@ private:
     std::vector<std::vector<std::size_t>> per_rank;
     std::vector<std::vector<packed_batch>> batches;
     std::vector<double> end;
-    for (auto assignment : {lpt_assign_ordered(a.singles, a.free), fill_by_bucket(a)}) {
-      std::vector<std::vector<packed_batch>> packed(gpus_);
+    const auto keep_faster = [&](std::vector<std::vector<std::size_t>> assignment) {
+      auto packed = pack_groups_to_budget(ctx_, assignment, 0);
       std::vector<double> finish(gpus_);
-      for (std::size_t r = 0; r < gpus_; ++r) {
-        packed[r] = pack_to_budget(ctx_, assignment[r], 0);
-        finish[r] = a.free[r] + total_seconds(packed[r]);
-      }
+      for (std::size_t r = 0; r < gpus_; ++r) finish[r] = a.free[r] + total_seconds(packed[r]);
       if (end.empty() || *std::max_element(finish.begin(), finish.end()) <
                              *std::max_element(end.begin(), end.end())) {
         per_rank = std::move(assignment);
         batches = std::move(packed);
         end = std::move(finish);
       }
-    }
+    };
+    keep_faster(lpt_assign_ordered(a.singles, a.free));
+    keep_faster(fill_by_bucket(a));
     improve(a.free, per_rank, batches, end);
 
     placement out;
@@ -378,49 +377,111 @@ private:
   }
 
   // Moves single-GPU samples from the rank that finishes last to the one that finishes first
-  // while that strictly lowers the later of the two.
+  // while that strictly lowers the later of the two. Moves are evaluated incrementally: the
+  // sample leaves its micro-batch on the late rank, which is re-timed (or dropped when empty),
+  // and joins the early rank's first micro-batch of its bucket that holds it (first fit, else a
+  // new one), so a move costs a few cost-model calls instead of repacking two ranks.
   void improve(const std::vector<double>& base, std::vector<std::vector<std::size_t>>& items,
                std::vector<std::vector<packed_batch>>& batches, std::vector<double>& end) const {
+    constexpr auto nowhere = std::numeric_limits<std::uint32_t>::max();
+    std::vector<std::uint32_t> batch_of(ctx_.size(), nowhere);  // micro-batch on its rank
+    for (std::size_t r = 0; r < gpus_; ++r)
+      for (std::size_t b = 0; b < batches[r].size(); ++b)
+        for (auto i : batches[r][b].samples) batch_of[i] = static_cast<std::uint32_t>(b);
+    // End of a rank whose micro-batch `replaced` takes `seconds` (or, past the last one, whose
+    // new micro-batch does), summed as the rank runs them.
+    const auto end_with = [&](std::size_t r, std::size_t replaced, double seconds) {
+      double t = 0;
+      for (std::size_t b = 0; b < batches[r].size(); ++b)
+        if (!batches[r][b].samples.empty()) t += b == replaced ? seconds : batches[r][b].run.seconds;
+      if (replaced == batches[r].size()) t += seconds;
+      return base[r] + t;
+    };
     const std::size_t rounds = 4 * gpus_ + 64;
+    std::vector<std::size_t> candidates;
     for (std::size_t round = 0; round < rounds; ++round) {
       const auto late = static_cast<std::size_t>(std::max_element(end.begin(), end.end()) - end.begin());
       const auto early = static_cast<std::size_t>(std::min_element(end.begin(), end.end()) - end.begin());
       const double gap = end[late] - end[early];
-      if (late == early || gap <= 1e-12 * end[late]) return;
+      if (late == early || gap <= 1e-12 * end[late]) break;
       // Candidates: samples whose estimate is below the gap, closest to half of it first.
-      std::vector<std::size_t> candidates;
+      candidates.clear();
       for (std::size_t n = 0; n < items[late].size(); ++n)
         if (estimate_[items[late][n]] < gap) candidates.push_back(n);
-      std::sort(candidates.begin(), candidates.end(), [&](std::size_t x, std::size_t y) {
+      const auto closer = [&](std::size_t x, std::size_t y) {
         const double ex = std::abs(estimate_[items[late][x]] - 0.5 * gap);
         const double ey = std::abs(estimate_[items[late][y]] - 0.5 * gap);
         if (ex != ey) return ex < ey;
         return items[late][x] < items[late][y];
-      });
-      if (candidates.size() > 8) candidates.resize(8);
+      };
+      const auto kept = std::min<std::size_t>(candidates.size(), 8);
+      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(kept),
+                        candidates.end(), closer);
+      candidates.resize(kept);
       bool moved = false;
       for (auto n : candidates) {
-        auto from = items[late];
-        auto to = items[early];
-        to.push_back(from[n]);
-        from.erase(from.begin() + static_cast<std::ptrdiff_t>(n));
-        auto from_batches = pack_to_budget(ctx_, from, 0);
-        auto to_batches = pack_to_budget(ctx_, to, 0);
-        const double from_end = base[late] + total_seconds(from_batches);
-        const double to_end = base[early] + total_seconds(to_batches);
+        const std::size_t i = items[late][n];
+        // Leaving: the rest of its micro-batch keeps its setting while that still fits and is
+        // the strategy's, else takes the strategy's setting for what is left.
+        const std::size_t from = batch_of[i];
+        const auto& left_batch = batches[late][from];
+        micro_batch_shape rest;
+        for (auto other : left_batch.samples)
+          if (other != i) rest += ctx_.shape(other);
+        degree_option rest_run{true, {}, 0.0, 0.0};
+        if (left_batch.samples.size() > 1) {
+          rest_run = ctx_.runs_with(rest, 0, left_batch.run.recompute)
+                         ? ctx_.run(rest, 0, left_batch.run.recompute)
+                         : ctx_.evaluate(rest, 0);
+          if (!rest_run.feasible) continue;
+        }
+        // Joining: first fit among the early rank's micro-batches of the same bucket.
+        const auto& alone = ctx_.alone(i, 0);
+        const double need = 0.999 * (alone.peak_bytes - ctx_.empty_bytes(0));
+        std::size_t to = batches[early].size();
+        degree_option to_run = alone;
+        micro_batch_shape joined = ctx_.shape(i);
+        for (std::size_t b = 0; b < batches[early].size(); ++b) {
+          const auto& batch = batches[early][b];
+          if (batch.samples.empty() || ctx_.bucket(batch.samples.front()) != ctx_.bucket(i) ||
+              ctx_.budget() - batch.run.peak_bytes < need)
+            continue;
+          const auto with = batch.shape + ctx_.shape(i);
+          if (ctx_.runs_with(with, 0, batch.run.recompute)) {
+            to = b;
+            joined = with;
+            to_run = ctx_.run(with, 0, batch.run.recompute);
+            break;
+          }
+        }
+        if (!to_run.feasible) continue;
+        const double from_end = end_with(late, from, rest_run.seconds);
+        const double to_end = end_with(early, to, to_run.seconds);
         if (std::max(from_end, to_end) < end[late] * (1.0 - 1e-12)) {
-          items[late] = std::move(from);
-          items[early] = std::move(to);
-          batches[late] = std::move(from_batches);
-          batches[early] = std::move(to_batches);
+          auto& leaving = batches[late][from];
+          leaving.samples.erase(std::find(leaving.samples.begin(), leaving.samples.end(), i));
+          leaving.shape = rest;
+          leaving.run = rest_run;
+          if (to == batches[early].size()) batches[early].push_back({{}, {}, {}});
+          auto& joining = batches[early][to];
+          joining.samples.push_back(i);
+          joining.shape = joined;
+          joining.run = to_run;
+          batch_of[i] = static_cast<std::uint32_t>(to);
+          items[early].push_back(i);
+          items[late].erase(items[late].begin() + static_cast<std::ptrdiff_t>(n));
           end[late] = from_end;
           end[early] = to_end;
           moved = true;
           break;
         }
       }
-      if (!moved) return;
+      if (!moved) break;
     }
+    for (auto& rank : batches)
+      rank.erase(std::remove_if(rank.begin(), rank.end(),
+                                [](const packed_batch& b) { return b.samples.empty(); }),
+                 rank.end());
   }
 
   const Context& ctx_;
