@@ -7,9 +7,9 @@
 // broadcasts, so concurrent jobs never share a store and no job finds a stale file; rank 0
 // removes the directory after every rank is done with it.
 
+#include <ATen/Parallel.h>
 #include <mpi.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>

@@ -17,6 +17,8 @@
 // degrees, micro-steps per rank and recompute settings. Prints the max relative gradient
 // difference of each plan over all steps.
 
+#include <torch/version.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -26,7 +26,8 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/torch.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <atomic>
