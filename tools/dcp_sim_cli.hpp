@@ -65,7 +65,8 @@ Options (defaults in brackets):
   --seed S            seed of the first step's batch, 0..2^64-1  [1]
   --policies LIST     comma-separated: dcp,static,paper-baseline,megatron-dcp,videosys-dcp,
                       flexsp,verl,wlb-llm,dcp-calibrated,megatron-static,
-                      megatron-static-sel,ulysses-static  [all]
+                      megatron-static-sel,ulysses-static,megatron-dcp-tuned,
+                      verl-hybrid,paper-baseline-lpt  [all]
   --json              print JSON instead of tables
   --out DIR           write SVG figures (a timeline per policy, throughput, utilisation) into DIR
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)

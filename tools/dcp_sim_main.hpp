@@ -44,24 +44,36 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
                                                     const std::vector<std::string>& wanted) {
   const auto cost = std::make_shared<analytic_cost_model>(sc.model, sc.cluster, sc.training);
   std::vector<evaluation::policy_entry> all;
-  auto add = [&](std::string name, auto scheduler) {
-    auto shared = std::make_shared<decltype(scheduler)>(std::move(scheduler));
-    all.push_back({std::move(name), [shared](std::span<const sample> batch) { return shared->plan(batch); }});
-  };
   using cost_t = analytic_cost_model;
+  auto add = [&](std::string name, auto scheduler, std::string note = {}) {
+    auto shared = std::make_shared<decltype(scheduler)>(std::move(scheduler));
+    all.push_back({std::move(name), [shared](std::span<const sample> batch) { return shared->plan(batch); }, {},
+                   std::move(note)});
+  };
+  // A peer's policy configured as given (its own defaults unless `options` changes them).
+  auto add_peer = [&]<class Policy, class Bucketing>(std::string name, Bucketing, Policy options, std::string note = {}) {
+    add(std::move(name), DataCentricScheduler<cost_t, Bucketing, pyramid_recompute, Policy>(
+                             *cost, Bucketing{}, pyramid_recompute{}, std::move(options)),
+        std::move(note));
+  };
   add("dcp", DataCentricScheduler<>(*cost));
   add("static", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, best_static_placement>(*cost));
-  add("paper-baseline",
-      DataCentricScheduler<cost_t, video_buckets, pyramid_recompute, baselines::paper_baseline>(*cost));
+  // The peers as their sources run them (docs/baselines.md says what each keeps and changes).
   // Every peer gets the same recompute strategy as ours where it takes one (VideoSys and the
   // paper baseline choose their own), and the bucketing its algorithm expects.
-  add("megatron-dcp",
-      DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::megatron_dynamic_cp>(*cost));
-  add("videosys-dcp",
-      DataCentricScheduler<cost_t, video_buckets, pyramid_recompute, baselines::videosys_dcp>(*cost));
-  add("flexsp", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::flexsp_like>(*cost));
-  add("verl", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::verl_balanced_dp>(*cost));
-  add("wlb-llm", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, baselines::wlb_llm>(*cost));
+  add_peer("paper-baseline", video_buckets{}, baselines::paper_baseline{});
+  add_peer("megatron-dcp", varlen_buckets{}, baselines::megatron_dynamic_cp{},
+           "--max-seqlen-per-dp-cp-rank 2048, the documented example's value");
+  baselines::videosys_dcp videosys;
+  videosys.shuffle = true;  // the benchmark's sampler
+  videosys.min_gas = 2;     // train.py's default (DCP-inter)
+  add_peer("videosys-dcp", video_buckets{}, videosys,
+           "shuffle on and min_gas 2 as upstream's DCP-inter; PAC's min_gas 15 is sized for an epoch "
+           "(--fidelity), one step here holds too few batches per group for it");
+  add_peer("flexsp", varlen_buckets{}, baselines::flexsp_like{});
+  add_peer("verl", varlen_buckets{}, baselines::verl_balanced_dp{},
+           "one Ulysses size per batch, the smallest whose cap holds the longest sample");
+  add_peer("wlb-llm", varlen_buckets{}, baselines::wlb_llm{});
   {
     // Ours with online calibration: plans with calibrated<analytic_cost_model>, refitted after
     // every step from what its micro-steps measured on the simulated hardware. Last, so that
@@ -99,6 +111,22 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
                                                sc.tokens_per_step, peak, truth.capacity_bytes()));
     add_user(baselines::ulysses_user_layout(sc.model, sc.cluster, sc.training, kinds, sc.tokens_per_step, peak,
                                             truth.capacity_bytes()));
+  }
+  // Named variants: a peer strengthened by us (docs/baselines.md, "what is ours"). Last, so that
+  // every policy above keeps its noise seed.
+  {
+    baselines::megatron_dynamic_cp tuned;
+    tuned.max_seqlen_per_dp_cp_rank = 0;
+    add_peer("megatron-dcp-tuned", varlen_buckets{}, tuned,
+             "ours: the per-rank cap tuned per batch by the cost model (capacity / 2^j, j < 5)");
+    baselines::verl_balanced_dp hybrid;
+    hybrid.ulysses_degree = 1;
+    add_peer("verl-hybrid", varlen_buckets{}, hybrid,
+             "ours: data parallel at degree 1, a sample above the cap alone at a larger degree");
+    baselines::paper_baseline lpt;
+    lpt.dealing = baselines::paper_dealing::longest_first;
+    add_peer("paper-baseline-lpt", video_buckets{}, lpt,
+             "ours: batches longest first to the least-loaded group, no per-iteration barrier");
   }
   if (wanted.empty()) return all;
   std::vector<evaluation::policy_entry> chosen;

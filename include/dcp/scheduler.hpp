@@ -4,7 +4,9 @@
 // and gets the same plan, bit for bit.
 
 #include <algorithm>
+#include <cmath>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -126,6 +128,7 @@ public:
       out.makespan_seconds = std::max(out.makespan_seconds, m.end_seconds());
       out.micro_steps.push_back(std::move(m));
     }
+    out.barriers = barrier_sequences(out, placed.barrier_seconds);
     out.fingerprint = compute_fingerprint(out);
     return out;
   }
@@ -135,6 +138,32 @@ public:
   }
 
 private:
+  /// A placement's barrier times as sequence numbers: the barrier at time t sits before the
+  /// first micro-step that starts at or after t. Barriers before the first or after the last
+  /// micro-step order nothing and are dropped.
+  [[nodiscard]] static std::vector<std::int64_t> barrier_sequences(const step_plan& plan,
+                                                                   std::vector<double> times) {
+    std::sort(times.begin(), times.end());
+    std::vector<std::int64_t> out;
+    const auto& steps = plan.micro_steps;
+    for (const double t : times) {
+      const auto at = std::partition_point(steps.begin(), steps.end(),
+                                           [t](const micro_step& m) { return m.start_seconds < t; });
+      const auto b = static_cast<std::int64_t>(at - steps.begin());
+      // Relative slack for the rounding of sums of seconds.
+      const double slack = 1e-9 * std::max(1.0, std::abs(t));
+      for (auto m = steps.begin(); m != at; ++m)
+        if (m->end_seconds() > t + slack)
+          throw error("placement '" + plan.policy + "': micro-step " + std::to_string(m->sequence) +
+                      " runs from " + std::to_string(m->start_seconds) + " s to " +
+                      std::to_string(m->end_seconds()) + " s, across its barrier at " +
+                      std::to_string(t) + " s");
+      if (b > 0 && b < static_cast<std::int64_t>(steps.size()) && (out.empty() || out.back() != b))
+        out.push_back(b);
+    }
+    return out;
+  }
+
   template <class C>
   [[nodiscard]] static double gradient_sync(const C& cost) {
     if constexpr (requires { cost.gradient_sync_seconds(); }) return cost.gradient_sync_seconds();

@@ -112,6 +112,8 @@ void bind_plan(py::module_& m) {
       .field("best_static_seconds", &step_plan::best_static_seconds,
              "makespan of the best static layout (0 when not laid out)")
       .field("best_static_degree", &step_plan::best_static_degree, "its degree")
+      .field("barriers", &step_plan::barriers,
+             "world barriers as sequence numbers: no micro-step numbered >= b starts before all below b ended")
       .field("policy", &step_plan::policy, "the placement that produced the plan")
       .field("fingerprint", &step_plan::fingerprint, "64-bit hash ranks compare to prove they agree")
       .finish(&plan_repr)

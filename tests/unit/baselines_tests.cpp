@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "../support/batches.hpp"
+#include "../support/plans.hpp"
 #include "../support/promises.hpp"
 #include "dcp/baselines/baselines.hpp"
 #include "dcp/dcp.hpp"
+#include "dcp/sim/simulator.hpp"
 
 using namespace dcp;
 using namespace dcp::baselines;
@@ -284,6 +286,7 @@ TEST_CASE("Baselines.Megatron.tuned_cap_is_no_slower_than_each_candidate") {
   const auto batch = dcp::test::heavy_tailed_batch(11, 150, 65536);
   // One candidate: the capacity itself, the largest sequence one GPU runs without recomputation.
   megatron_dynamic_cp one;
+  one.max_seqlen_per_dp_cp_rank = 0;  // tuned
   one.cap_candidates = 1;
   const auto plan = scheduler(cost, {}, {}, one).plan(batch);
   const auto at = plan.policy.find(", ");
@@ -292,8 +295,10 @@ TEST_CASE("Baselines.Megatron.tuned_cap_is_no_slower_than_each_candidate") {
   const execution_config single{1, sequence_parallel::ulysses, {}};
   CHECK(cost.peak_bytes(micro_batch_shape::of(text_sample(0, capacity)), single) <= cost.memory_budget());
   CHECK(cost.peak_bytes(micro_batch_shape::of(text_sample(0, capacity + 1)), single) > cost.memory_budget());
-  // The default tries capacity / 2^j, j < 5, and keeps the fastest.
-  const double tuned = scheduler(cost).plan(batch).makespan_seconds;
+  // Tuning tries capacity / 2^j, j < 5, and keeps the fastest.
+  megatron_dynamic_cp tuning;
+  tuning.max_seqlen_per_dp_cp_rank = 0;
+  const double tuned = scheduler(cost, {}, {}, tuning).plan(batch).makespan_seconds;
   for (std::int64_t j = 0; j < 5; ++j) {
     megatron_dynamic_cp fixed;
     fixed.max_seqlen_per_dp_cp_rank = capacity >> j;
@@ -589,9 +594,45 @@ TEST_CASE("Baselines.Verl.karmarkar_karp_balances_better_than_round_robin") {
   CHECK(with_preload <= (total + preload[5]) / 8 + *std::max_element(values.begin(), values.end()));
 }
 
+TEST_CASE("Baselines.Megatron.default_cap_is_the_documented_2048") {
+  // Upstream's documented example value, used as given: every sample's CP size is the smallest
+  // power of two with length / cp <= 2048.
+  CHECK(megatron_dynamic_cp{}.max_seqlen_per_dp_cp_rank == 2048);
+  const auto cost = llama_32_h200();
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_dynamic_cp> scheduler(cost);
+  const auto batch = dcp::test::heavy_tailed_batch(3, 120, 65536);
+  const auto plan = scheduler.plan(batch);
+  std::map<std::uint64_t, std::int64_t> tokens;
+  for (const auto& s : batch) tokens[s.id] = s.tokens;
+  for (const auto& m : plan.micro_steps)
+    for (auto id : m.sample_ids) CHECK(tokens[id] <= 2048 * m.degree());
+}
+
+TEST_CASE("Baselines.Verl.upstream_runs_one_ulysses_size_that_holds_the_longest_sample") {
+  const auto cost = llama_32_h200();
+  verl_balanced_dp policy;  // ulysses_degree = 0: upstream
+  policy.max_token_len = 16384;
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, verl_balanced_dp>
+      scheduler(cost, {}, {}, policy);
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    CAPTURE(seed);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 160, 65536);
+    std::int64_t longest = 0;
+    for (const auto& s : batch) longest = std::max(longest, s.tokens);
+    std::int64_t sp = 1;
+    while (sp * 16384 < longest) sp *= 2;
+    const auto plan = scheduler.plan(batch);
+    for (const auto& m : plan.micro_steps) {
+      CHECK(m.degree() == sp);
+      CHECK(m.tokens <= sp * 16384);
+    }
+  }
+}
+
 TEST_CASE("Baselines.Verl.micro_batches_respect_the_cap_and_match_across_ranks") {
   const auto cost = llama_32_h200();
   verl_balanced_dp policy;
+  policy.ulysses_degree = 1;  // our hybrid variant
   policy.max_token_len = 16384;
   const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, verl_balanced_dp>
       scheduler(cost, {}, {}, policy);
@@ -645,7 +686,73 @@ TEST_CASE("Baselines.WLB.packs_within_s_max_at_one_degree") {
   }
 }
 
+TEST_CASE("Baselines.WLB.degree_search_counts_recomputation") {
+  // H100: a 64K document does not fit four GPUs without recomputation but does with it, so
+  // degree 4 is searched (before the fix only degrees whose no-recompute capacity held the
+  // document were), and the searched plan is no slower than any degree that holds it.
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h100_sxm()));
+  using scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>;
+  auto batch = dcp::test::heavy_tailed_batch(5, 120, 32768);
+  batch.push_back(text_sample(100000, 65536));
+  const execution_config four_plain{4, sequence_parallel::ulysses, {}};
+  const execution_config four_full{4, sequence_parallel::ulysses, recompute_setting::full(cost.model().layers)};
+  const auto longest = micro_batch_shape::of(batch.back());
+  REQUIRE(cost.peak_bytes(longest, four_plain) > cost.memory_budget());
+  REQUIRE(cost.peak_bytes(longest, four_full) <= cost.memory_budget());
+  const double searched = scheduler(cost).plan(batch).makespan_seconds;
+  wlb_llm fixed;
+  fixed.degree = 4;
+  const auto at_four = scheduler(cost, {}, {}, fixed).plan(batch);
+  CHECK(searched <= at_four.makespan_seconds * (1 + 1e-12));
+  for (const auto& m : at_four.micro_steps) CHECK(m.degree() == 4);
+}
+
 // ---- the paper's baseline --------------------------------------------------------------------
+
+TEST_CASE("Baselines.Paper.random_dealing_runs_one_batch_per_group_between_barriers") {
+  const auto cost = llama_32_h200();
+  using scheduler = DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline>;
+  paper_baseline lpt;
+  lpt.dealing = paper_dealing::longest_first;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    CAPTURE(seed);
+    const auto batch = dcp::test::heavy_tailed_batch(seed, 300, 65536);
+    const auto plan = scheduler(cost).plan(batch);
+    CHECK(check_peer_plan(plan, batch, cost) == 0);
+    const std::size_t groups = 32 / 4;
+    if (plan.micro_steps.size() > groups) CHECK(!plan.barriers.empty());
+    // Between consecutive barriers: at most one micro-step per group, and every one of them
+    // starts after all micro-steps before the barrier ended.
+    std::vector<std::int64_t> bounds{std::numeric_limits<std::int64_t>::min()};
+    bounds.insert(bounds.end(), plan.barriers.begin(), plan.barriers.end());
+    bounds.push_back(std::numeric_limits<std::int64_t>::max());
+    for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+      std::map<std::int64_t, int> per_group;
+      double before_end = 0;
+      double after_start = std::numeric_limits<double>::infinity();
+      for (const auto& m : plan.micro_steps) {
+        if (m.sequence < bounds[k]) before_end = std::max(before_end, m.end_seconds());
+        if (m.sequence >= bounds[k] && m.sequence < bounds[k + 1]) {
+          ++per_group[m.first_rank];
+          after_start = std::min(after_start, m.start_seconds);
+        }
+      }
+      for (const auto& [rank, count] : per_group) CHECK(count == 1);
+      if (!per_group.empty()) CHECK(after_start >= before_end - 1e-9 * before_end);
+    }
+    // Our longest-first variant deals the same batches without barriers, never slower.
+    const auto ours = scheduler(cost, {}, {}, lpt).plan(batch);
+    CHECK(ours.barriers.empty());
+    CHECK(ours.micro_steps.size() == plan.micro_steps.size());
+    CHECK(ours.makespan_seconds <= plan.makespan_seconds * (1 + 1e-12));
+  }
+  // The order is the seed's: another seed deals differently, the same seed identically.
+  const auto batch = dcp::test::heavy_tailed_batch(9, 300, 65536);
+  paper_baseline other;
+  other.seed = 7;
+  CHECK(scheduler(cost).plan(batch) == scheduler(cost).plan(batch));
+  CHECK(scheduler(cost, {}, {}, other).plan(batch).fingerprint != scheduler(cost).plan(batch).fingerprint);
+}
 
 TEST_CASE("Baselines.Paper.is_degree_four_with_full_recompute") {
   const auto cost = llama_32_h200();
@@ -685,4 +792,28 @@ TEST_CASE("Baselines.Paper.video_buckets_batch_by_their_grid") {
     CHECK(m.degree() == 4);
     for (auto id : m.sample_ids) CHECK(tokens[id] == tokens[m.sample_ids.front()]);
   }
+}
+
+// ---- world barriers in the simulator -----------------------------------------------------------
+
+TEST_CASE("Sim.Simulator.world_barriers_hold_later_micro_steps") {
+  // Two single-GPU micro-steps on different ranks, the first long: without a barrier both start
+  // at 0; with a barrier at 1 the second starts when the first ends. The barrier is checked on
+  // the simulator's own (noise-free) times.
+  const sim::truth_model truth(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  const std::vector<sample> batch{text_sample(1, 30000), text_sample(2, 300), text_sample(3, 500)};
+  auto plan = dcp::test::one_sample_per_rank(8, 8, 3, 1);
+  sim::sim_options exact;
+  exact.noise_sigma = 0;
+  const auto free = sim::simulate(plan, batch, truth, exact);
+  CHECK(free.micro_steps[1].start_seconds == 0.0);
+  CHECK(free.micro_steps[2].start_seconds == 0.0);
+  plan.barriers = {1, 2};
+  const auto held = sim::simulate(plan, batch, truth, exact);
+  CHECK(held.micro_steps[1].start_seconds == held.micro_steps[0].end_seconds);
+  CHECK(held.micro_steps[2].start_seconds == held.micro_steps[1].end_seconds);
+  CHECK(held.makespan_seconds == doctest::Approx(free.micro_steps[0].seconds() + free.micro_steps[1].seconds() +
+                                                 free.micro_steps[2].seconds()));
+  plan.barriers = {2, 1};
+  CHECK_THROWS_AS((void)sim::simulate(plan, batch, truth, exact), error);
 }

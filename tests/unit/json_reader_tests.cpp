@@ -100,3 +100,29 @@ TEST_CASE("PlanJson.Validate.rank_outside_the_cluster_is_named") {
                  "degree = 3, must be a power of two"));
   CHECK(contains(message_of([&] { validate_plan(plan, f.batch, 8); }), "the cluster has 8 GPUs"));
 }
+
+TEST_CASE("PlanJson.Reader.barriers_round_trip_and_bad_ones_are_named") {
+  fixture f;
+  auto plan = f.plan;
+  REQUIRE(plan.micro_steps.size() >= 3);
+  // Without barriers the document has no "barriers" field: plans of dcp's own policies read as before.
+  CHECK(!contains(to_json(plan), "barriers"));
+  plan.barriers = {1, 2};
+  plan.fingerprint = compute_fingerprint(plan);
+  CHECK(plan.fingerprint != f.plan.fingerprint);  // ranks that disagree on barriers are caught
+  auto read = read_plan_json(to_json(plan), "plan.json");
+  validate_plan(read, f.batch, plan.gpus);
+  CHECK(read.barriers == plan.barriers);
+  CHECK(read.fingerprint == plan.fingerprint);
+  read.barriers = {2, 2};
+  CHECK(contains(message_of([&] { validate_plan(read, f.batch, plan.gpus); }),
+                 "plan.barriers[1] = 2, must be greater than barriers[0] = 2"));
+  read.barriers = {-1};
+  CHECK(contains(message_of([&] { validate_plan(read, f.batch, plan.gpus); }), "plan.barriers[0] = -1"));
+  CHECK(contains(message_of([] {
+                   (void)read_plan_json("{\"format\": \"dcp.step_plan/1\", \"gpus\": 8, \"barriers\": [\"x\"], "
+                                        "\"micro_steps\": []}",
+                                        "x.json");
+                 }),
+                 "x.json.barriers[0]"));
+}

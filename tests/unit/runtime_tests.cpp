@@ -5,15 +5,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../support/batches.hpp"
+#include "../support/plans.hpp"
 #include "../support/errors.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/runtime/communicator.hpp"
@@ -350,6 +353,46 @@ TEST_CASE("Runtime.RunStep.walks_micro_steps_in_plan_order") {
       failures.add(where + "cache holds " + std::to_string(cache.entries()) + " degrees");
   });
   CHECK_MESSAGE(failures.lines.empty(), failures.text());
+}
+
+TEST_CASE("Runtime.RunStep.world_barrier_holds_later_micro_steps") {
+  // Rank 0 runs micro-step 0 slowly, rank 1 micro-step 1, behind a barrier at 1: rank 1 may
+  // start only after rank 0 finished, although the two share no rank. Without the barrier rank 1
+  // starts at once (the sleep makes that visible).
+  auto plan = dcp::test::one_sample_per_rank(2, 2, 2);
+  plan.barriers = {1};
+  plan.fingerprint = compute_fingerprint(plan);
+  std::atomic<bool> first_done{false};
+  std::atomic<bool> second_saw_first{false};
+  struct ordered_executor {
+    std::atomic<bool>* first_done;
+    std::atomic<bool>* second_saw_first;
+    execution_report run(const micro_step& m, in_process_communicator&, recompute_setting, double) {
+      if (m.sequence == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        first_done->store(true);
+      } else {
+        second_saw_first->store(first_done->load());
+      }
+      return {0.0, 0.0};
+    }
+  };
+  run_ranks(2, [&](in_process_communicator& comm) {
+    group_cache<in_process_communicator> cache(comm);
+    ordered_executor executor{&first_done, &second_saw_first};
+    (void)run_step(comm, cache, plan, executor);
+  });
+  CHECK(second_saw_first.load());
+  // A rank with no micro-step after a barrier still joins it (or the others would hang).
+  plan.barriers = {1};
+  plan.micro_steps.pop_back();
+  plan.micro_steps[0].loss_scale = 1.0;
+  plan.fingerprint = compute_fingerprint(plan);
+  run_ranks(2, [&](in_process_communicator& comm) {
+    group_cache<in_process_communicator> cache(comm);
+    ordered_executor executor{&first_done, &second_saw_first};
+    CHECK(run_step(comm, cache, plan, executor).size() == (comm.rank() == 0 ? 1u : 0u));
+  });
 }
 
 TEST_CASE("Runtime.RunStep.executor_failure_names_rank_and_micro_step") {

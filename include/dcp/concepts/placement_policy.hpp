@@ -47,6 +47,9 @@ struct placement {
   double best_static_seconds = 0;   ///< 0 when the policy did not evaluate static layouts
   std::int64_t best_static_degree = 0;
   std::string policy{};
+  /// Predicted times of world barriers (see step_plan::barriers): every micro-step ends at or
+  /// before a barrier's time or starts at or after it. Most policies have none.
+  std::vector<double> barrier_seconds{};
 };
 
 /// A placement policy chooses each micro-batch's degree and group, packs samples into

@@ -187,6 +187,13 @@ inline void write_json(std::ostream& os, const step_plan& plan, const json_optio
     os << ']';
   };
 
+  if (!plan.barriers.empty()) {  // optional: most plans have none
+    w.key("barriers");
+    os << '[';
+    for (std::size_t n = 0; n < plan.barriers.size(); ++n) os << (n ? "," : "") << plan.barriers[n];
+    os << ']';
+  }
+
   w.key("micro_steps");
   os << '[';
   for (std::size_t n = 0; n < plan.micro_steps.size(); ++n) {

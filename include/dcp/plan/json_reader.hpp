@@ -586,6 +586,13 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
       json::reject(*fingerprint, where + ".fingerprint",
                    json::describe(*fingerprint) + ", expected 16 lowercase hex digits");
   }
+  if (const auto* barriers = doc.find("barriers")) {
+    const auto& items = json::require(*barriers, kind::array, where + ".barriers").items;
+    plan.barriers.reserve(items.size());
+    for (std::size_t n = 0; n < items.size(); ++n)
+      plan.barriers.push_back(
+          json::at_least<std::int64_t>(items[n], where + ".barriers[" + std::to_string(n) + "]", 0));
+  }
   if (const auto* ranks = doc.find("ranks")) {
     const auto& lists = json::require(*ranks, kind::array, where + ".ranks").items;
     auto rank_path = [&](std::size_t r) { return where + ".ranks[" + std::to_string(r) + "]"; };
@@ -643,7 +650,7 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
 }
 
 /// Checks that `plan` can run `batch` on `gpus` ranks: every sample exactly once, groups of
-/// power-of-two degree, aligned and inside the cluster, sequence numbers unique and not
+/// power-of-two degree, aligned and inside the cluster, sequence numbers unique and not negative, barriers increasing and not
 /// negative, times, bytes and loss scales finite and not negative (scales at most 1). Every
 /// check is free of overflow, whatever the integers. Throws invalid_plan naming the
 /// micro-step, the field, the value and the limit (invalid_sample for a malformed batch).
@@ -671,6 +678,15 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
   if (plan.best_static_degree < 0)
     throw invalid_plan("plan.best_static_degree = " + std::to_string(plan.best_static_degree) +
                        ", must be >= 0");
+  for (std::size_t n = 0; n < plan.barriers.size(); ++n) {
+    const auto b = plan.barriers[n];
+    if (b < 0)
+      throw invalid_plan("plan.barriers[" + std::to_string(n) + "] = " + std::to_string(b) + ", must be >= 0");
+    if (n > 0 && b <= plan.barriers[n - 1])
+      throw invalid_plan("plan.barriers[" + std::to_string(n) + "] = " + std::to_string(b) +
+                         ", must be greater than barriers[" + std::to_string(n - 1) +
+                         "] = " + std::to_string(plan.barriers[n - 1]) + " (increasing)");
+  }
   validate_batch(batch);  // positive tokens and unique ids, or the lookups below mislead
   std::vector<std::pair<std::uint64_t, std::size_t>> ids;  // (id, index in batch)
   ids.reserve(batch.size());

@@ -64,6 +64,11 @@ struct step_plan {
   /// computed it; 0 when it proved every static layout slower without laying them all out.
   double best_static_seconds = 0;
   std::int64_t best_static_degree = 0;
+  /// World barriers, as sequence numbers in increasing order: for each b, no micro-step with
+  /// sequence >= b starts before every micro-step with sequence < b has ended, on every rank
+  /// (a policy that synchronises the world between iterations, e.g. an optimizer step each).
+  /// Empty for dcp's own policies: groups start as soon as their ranks are free.
+  std::vector<std::int64_t> barriers{};
   std::string policy{};               ///< the placement that produced it
   std::uint64_t fingerprint = 0;
 
@@ -143,6 +148,9 @@ private:
     h.u64(m.sample_ids.size());
     for (auto id : m.sample_ids) h.u64(id);
   }
+  // Ranks that disagree on a barrier would wait in different collectives; a plan without
+  // barriers hashes as before they existed.
+  for (auto b : plan.barriers) h.i64(b);
   return h.value();
 }
 

@@ -5,6 +5,8 @@
 #include <concepts>
 #include <cstdint>
 #include <exception>
+#include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,8 +50,8 @@ private:
 
 /// One training step on this rank: agrees on the plan with every rank (collective), creates the
 /// degrees the plan uses in the cache (collective), then runs this rank's micro-steps in plan
-/// order (plan.steps_of(rank)), each on its group. Returns one report per micro-step run, in
-/// that order. An executor exception becomes step_error naming the rank and the micro-step; a
+/// order (plan.steps_of(rank)), each on its group, joining a world all-gather at each of the
+/// plan's barriers (collective). Returns one report per micro-step run, in that order. An executor exception becomes step_error naming the rank and the micro-step; a
 /// micro-step whose group is not an aligned group inside the world throws dcp::error on every
 /// rank before any runs.
 template <communicator C, class E>
@@ -80,8 +82,23 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
   std::vector<execution_report> reports;
   const auto mine = plan.steps_of(rank);
   reports.reserve(mine.size());
+  // World barriers: before the first of its micro-steps numbered >= b (or at the end), every
+  // rank joins one all-gather over the world, so none starts past b before all have arrived.
+  std::size_t barrier = 0;
+  const auto pass_barriers_below = [&](std::int64_t sequence) {
+    for (; barrier < plan.barriers.size() && plan.barriers[barrier] <= sequence; ++barrier) {
+      const std::int64_t mark = plan.barriers[barrier];
+      try {
+        (void)comm.all_gather(std::span<const std::int64_t>(&mark, 1));
+      } catch (const std::exception& e) {
+        throw step_error(rank, mark, "rank " + std::to_string(rank) + " failed in the world barrier before micro-step " +
+                                         std::to_string(mark) + ": " + e.what());
+      }
+    }
+  };
   for (const auto index : mine) {
     const auto& m = plan.micro_steps[index];
+    pass_barriers_below(m.sequence);
     auto& group = cache.group(m.first_rank, m.degree());
     const auto where = [&] {
       return "rank " + std::to_string(rank) + " failed in micro-step " + std::to_string(m.sequence) +
@@ -95,6 +112,7 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
       throw step_error(rank, m.sequence, where() + "unknown exception");
     }
   }
+  pass_barriers_below(std::numeric_limits<std::int64_t>::max());
   return reports;
 }
 

@@ -25,8 +25,11 @@
 // Simplifications and adaptations (each deliberate):
 //  - Workload is Megatron's own proxy (L²/cp); times and bytes of the resulting micro-steps come
 //    from the cost model, like every other policy.
-//  - max_seqlen_per_dp_cp_rank is the knob a Megatron user tunes. Set, it is used as given.
-//    Left at 0, it is tuned per batch: the capacity C (the most tokens one GPU holds while the
+//  - max_seqlen_per_dp_cp_rank is the knob a Megatron user tunes. The default, 2048, is the
+//    documented one: examples/dynamic_context_parallel's benchmark script
+//    (MAX_SEQLEN_PER_DP_CP_RANK=2048, the README's benchmark; peers.md §2.8); the flag itself
+//    has no default (dynamic CP requires it). Set to 0, it is tuned per batch (our variant,
+//    `megatron-dcp-tuned` in dcp-sim): the capacity C (the most tokens one GPU holds while the
 //    recompute strategy keeps its lightest setting — no recomputation under pyramid_recompute)
 //    and C/2, C/4, ... (cap_candidates values) are each planned, and the fastest plan by the
 //    cost model is kept — a tuned Megatron, as best_static_placement is a tuned static layout.
@@ -87,8 +90,9 @@ inline std::int64_t megatron_cp_needed(std::int64_t tokens, std::int64_t max_seq
 struct megatron_dynamic_cp {
   enum class variant : std::uint8_t { packing_aware, balanced };
 
-  /// --max-seqlen-per-dp-cp-rank; 0 tunes it (see the header comment).
-  std::int64_t max_seqlen_per_dp_cp_rank = 0;
+  /// --max-seqlen-per-dp-cp-rank: the documented example's 2048 by default; 0 tunes it (see
+  /// the header comment).
+  std::int64_t max_seqlen_per_dp_cp_rank = 2048;
   /// With max_seqlen_per_dp_cp_rank = 0: the caps tried are capacity / 2^j, j < this.
   std::int32_t cap_candidates = 5;
   /// --min-dynamic-context-parallel-size.
@@ -454,7 +458,10 @@ private:
       }
       if (!pack.empty()) append_micro_batch(out, clock, ctx_, first[g], k, pack);
     }
-    if (!packing_aware) clock.barrier();
+    if (!packing_aware) {
+      clock.barrier();
+      out.barrier_seconds.push_back(clock.makespan());
+    }
   }
 
   const Context& ctx_;

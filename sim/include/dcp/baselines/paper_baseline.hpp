@@ -20,10 +20,15 @@
 //    batch time gets bs × median / time when that lowers the error (1.5× weight above the
 //    median, 1× below), the new time from the cost model rather than by proportion. Batch sizes
 //    are never raised (the memory limit already binds).
-//  - Batches are dealt longest first (by the cost model's time) to the least-loaded group,
-//    rather than in VideoSys's random interleaved access order.
-//  - Iterations run back to back within the step (no optimizer step between them); nothing is
-//    dropped or padded (VideoSys trims the access order to a multiple of the DP size).
+//  - dealing = random_iterations (default), as upstream: the batches in a seeded random order
+//    (torch.randperm in the sampler; splitmix64 here), cut into iterations of one batch per SP
+//    group, batch j of an iteration on group j, and a world barrier after every iteration (its
+//    optimizer step: train.py runs one per iteration). The step's iterations run back to back
+//    with those barriers (no optimizer time is charged for them). dealing = longest_first is our
+//    variant (`paper-baseline-lpt` in dcp-sim): batches longest first (by the cost model's time)
+//    to the least-loaded group, no barriers.
+//  - Nothing is dropped or padded (VideoSys trims the access order to a multiple of the DP
+//    size; here the last iteration may leave groups idle).
 //  - A batch that does not fit at degree 4 even alone (one sample longer than four GPUs hold)
 //    runs at the smallest larger allowed degree where it fits, on the least-loaded aligned block.
 //  - Full recomputation regardless of the scheduler's Recompute strategy (the baseline
@@ -49,9 +54,19 @@
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
+/// How the paper baseline deals its batches to the SP groups.
+enum class paper_dealing {
+  random_iterations,  ///< upstream: seeded random order, one batch per group per iteration, barriers
+  longest_first,      ///< ours: longest first to the least-loaded group, no barriers
+};
+
 struct paper_baseline {
   /// The fixed sequence-parallel degree (sp_size in baseline.yaml).
   std::int64_t degree = 4;
+  /// How batches are dealt (see the header comment).
+  paper_dealing dealing = paper_dealing::random_iterations;
+  /// The generator's seed for random_iterations.
+  std::uint64_t seed = 0;
   /// 0: batch sizes fit the cost model's budget; else the profiler's cap as a fraction of the
   /// GPU memory (VideoSys alloc_fraction).
   double memory_fraction = 0;
@@ -149,9 +164,29 @@ public:
         if (clock.ready(start, d) < clock.ready(first, d)) first = start;
       append_step(out, clock, ctx_, first, b.degree_index, b.items, b.run);
     }
-    // The degree-4 batches dealt longest first to the least-loaded group.
     const std::int64_t d = ctx_.degree(k);
     const auto groups = static_cast<std::size_t>(ctx_.gpus() / d);
+    if (options_.dealing == paper_dealing::random_iterations) {
+      // Upstream: a random order, one batch per group per iteration, a barrier after each.
+      std::vector<std::size_t> order;
+      for (std::size_t n = 0; n < batches.size(); ++n)
+        if (batches[n].degree_index == k) order.push_back(n);
+      splitmix64(options_.seed).shuffle(order);
+      for (std::size_t at = 0; at < order.size(); at += groups) {
+        if (clock.makespan() > 0) {
+          clock.barrier();
+          out.barrier_seconds.push_back(clock.makespan());
+        }
+        for (std::size_t g = 0; g < groups && at + g < order.size(); ++g) {
+          const auto& b = batches[order[at + g]];
+          append_step(out, clock, ctx_, static_cast<std::int64_t>(g) * d, k, b.items, b.run);
+        }
+      }
+      out.policy = "paper-baseline (degree " + std::to_string(d) +
+                   ", full recompute, random dealing, a barrier per iteration)";
+      return out;
+    }
+    // Ours: the degree-4 batches dealt longest first to the least-loaded group.
     std::vector<std::pair<double, std::size_t>> order;
     for (std::size_t n = 0; n < batches.size(); ++n)
       if (batches[n].degree_index == k) order.emplace_back(batches[n].run.seconds, n);
@@ -161,7 +196,7 @@ public:
     for (std::size_t g = 0; g < groups; ++g)
       for (auto n : assigned[g])
         append_step(out, clock, ctx_, static_cast<std::int64_t>(g) * d, k, batches[n].items, batches[n].run);
-    out.policy = "paper-baseline (degree " + std::to_string(d) + ", full recompute)";
+    out.policy = "paper-baseline (degree " + std::to_string(d) + ", full recompute, longest first)";
     return out;
   }
 

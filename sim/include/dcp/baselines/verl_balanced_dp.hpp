@@ -12,15 +12,18 @@
 // §2.12.
 //
 // Simplifications and adaptations:
-//  - ulysses_degree = 1 (default): every GPU is one DP rank and runs its micro-batches at
-//    degree 1. verl itself runs Ulysses SP of one fixed size for everything (and requires
-//    max_token_len × sp >= the longest sequence); here only a sample that alone exceeds the cap
-//    runs at the smallest power-of-two degree d with tokens <= d × max_token_len, before the
-//    other micro-batches, on the aligned block whose ranks carry the least such work; KK then
+//  - ulysses_degree = 0 (default) is upstream: one Ulysses SP size for every micro-batch, the
+//    smallest power of two s whose cap s × max_token_len holds the batch's longest sample (verl
+//    requires max_token_len × sp >= the longest sequence; a user sizes sp for the data, here per
+//    batch, which can only help it); DP = GPUs / s.
+//  - ulysses_degree = 1 is our variant (`verl-hybrid` in dcp-sim, not verl's behaviour): every
+//    GPU is one DP rank at degree 1, and only a sample that alone exceeds the cap runs at the
+//    smallest power-of-two degree d with tokens <= d × max_token_len, before the other
+//    micro-batches, on the aligned block whose ranks carry the least such work; KK then
 //    partitions the other samples over the DP ranks with that work as each rank's starting load
-//    (one more differencing state that holds it). ulysses_degree = s > 1 is verl's fixed SP
-//    (DP = GPUs / s, cap s × max_token_len per micro-batch); 0 picks the smallest s whose cap
-//    holds the longest sample, as a verl user sizes it.
+//    (one more differencing state that holds it). ulysses_degree = s > 1 fixes SP at s (DP =
+//    GPUs / s, cap s × max_token_len per micro-batch), with the same treatment of a sample
+//    above its cap.
 //  - max_token_len (ppo_max_token_len_per_gpu) is the knob a verl user tunes. Set, it is used
 //    as given. Left at 0, it is tuned per batch: the capacity C (the most tokens one GPU holds
 //    while the recompute strategy keeps its lightest setting — no recomputation under
@@ -198,10 +201,11 @@ struct verl_balanced_dp {
   std::int64_t max_token_len = 0;
   /// With max_token_len = 0: the caps tried are capacity / 2^j, j < this; in [1, 64].
   std::int32_t cap_candidates = 5;
-  /// ulysses_sequence_parallel_size of every micro-batch. 1 (default): data parallelism over
-  /// every GPU, a sample above the cap alone at a larger degree; 0: the smallest allowed degree
-  /// whose cap holds the longest sample (how a verl user sizes it for the data).
-  std::int64_t ulysses_degree = 1;
+  /// ulysses_sequence_parallel_size of every micro-batch. 0 (default, upstream): the smallest
+  /// allowed degree whose cap holds the longest sample (how a verl user sizes it for the data);
+  /// 1 (our hybrid): data parallelism over every GPU, a sample above the cap alone at a larger
+  /// degree; s > 1: fixed at s, a sample above the cap alone at a larger degree.
+  std::int64_t ulysses_degree = 0;
   /// `_balance_batch`: KK with equal_size over the DP ranks.
   bool equal_size = true;
   /// rearrange_micro_batches: every DP rank runs the largest count any rank needs.

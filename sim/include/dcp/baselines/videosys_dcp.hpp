@@ -342,14 +342,7 @@ private:
   [[nodiscard]]
   std::int64_t sp_of(const videosys_bucket& b) const { return ctx_.degree(b.row.degree_index); }
 
-  // splitmix64, uniform in [0, 1).
-  [[nodiscard]] double uniform() {
-    std::uint64_t z = (random_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-53;
-  }
+  [[nodiscard]] double uniform() { return random_.uniform(); }
 
   struct group {
     std::size_t bucket;
@@ -515,7 +508,7 @@ private:
   const videosys_dcp& options_;
   std::int64_t layers_;
   double cap_;
-  std::uint64_t random_;
+  splitmix64 random_;
   std::vector<videosys_bucket> buckets_;
 };
 

@@ -21,12 +21,16 @@
 //    modelled, for the same reason; neither are per-document CP sharding and its adaptive
 //    choice (the cost model prices CP the same way for every policy).
 //  - Micro-batches go to the DP groups longest-processing-time-first on predicted time.
-//  - degree = 0 (default) searches the static CP degree: every allowed degree whose S_max holds
-//    the longest document is laid out and the fastest by the cost model is kept — a tuned WLB-LLM
-//    configuration, as best_static_placement tunes the static layout.
+//  - degree = 0 (default) searches the static CP degree: every allowed degree at which the
+//    longest document fits with every layer recomputed (degree × the per-GPU capacity under full
+//    recomputation holds it) is laid out and the fastest by the cost model is kept — a tuned
+//    WLB-LLM configuration, as best_static_placement tunes the static layout. (Changed: the
+//    filter used the capacity without recomputation, which forced degrees whose groups cross
+//    nodes, e.g. CP 16 for a 64K document where CP 4 with recomputation holds it.)
 //  - S_max defaults to degree × the most tokens one GPU holds at the recompute strategy's
-//    lightest setting; each micro-step runs with the recompute strategy's setting (every layer
-//    recomputed when it has none that fits).
+//    lightest setting; a document above it opens a micro-batch of its own. Each micro-step runs
+//    with the recompute strategy's setting (every layer recomputed when it has none that fits),
+//    so recomputation is allowed wherever the strategy chooses it.
 // Memory: WLB-LLM is memory-aware only through S_max; a larger S_max or a document longer than
 // it gives micro-steps over the budget — on purpose: this policy does NOT promise
 // placement_policy's budget requirement.
@@ -71,6 +75,8 @@ class wlb_solver {
 public:
   wlb_solver(const Context& ctx, const wlb_llm& options) : ctx_(ctx), options_(options) {
     capacity_ = std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
+    recomputed_capacity_ = std::max<std::int64_t>(
+        capacity_, per_gpu_token_capacity(ctx, recompute_setting::full(ctx.problem().cost.model().layers)));
   }
 
   [[nodiscard]] placement solve() {
@@ -83,7 +89,9 @@ public:
     std::optional<placement> best;
     for (std::size_t k = 0; k < ctx_.degrees().size(); ++k) {
       const bool last = k + 1 == ctx_.degrees().size();
-      if (s_max(k) < longest && !(last && !best)) continue;
+      const bool holds = options_.max_tokens > 0 ? s_max(k) >= longest
+                                                 : ctx_.degree(k) * recomputed_capacity_ >= longest;
+      if (!holds && !(last && !best)) continue;
       auto candidate = plan_at(k);
       if (!best || candidate.makespan_seconds < best->makespan_seconds) best = std::move(candidate);
     }
@@ -152,6 +160,7 @@ private:
   const Context& ctx_;
   const wlb_llm& options_;
   std::int64_t capacity_ = 1;
+  std::int64_t recomputed_capacity_ = 1;
 };
 
 }  // namespace detail

@@ -333,18 +333,53 @@ namespace detail {
     schedule(i, now + duration_at(i, flows[i].rate));
   };
 
+  // World barriers (step_plan::barriers): a micro-step behind k barriers starts only after the
+  // k-th has passed, i.e. once every micro-step numbered below it has ended. No micro-step
+  // behind an unpassed barrier has started, so barrier k passes when `finished` reaches the
+  // number of micro-steps numbered below it.
+  const auto& barriers = plan.barriers;
+  for (std::size_t k = 1; k < barriers.size(); ++k)
+    if (barriers[k] <= barriers[k - 1])
+      throw error("simulate: plan.barriers[" + std::to_string(k) + "] = " + std::to_string(barriers[k]) +
+                  ", must be greater than barriers[" + std::to_string(k - 1) + "] = " +
+                  std::to_string(barriers[k - 1]) + " (increasing)");
+  std::vector<std::size_t> gate(count, 0);   // barriers at or below each micro-step's number
+  std::vector<std::size_t> below(barriers.size(), 0);  // micro-steps numbered below each barrier
+  for (std::size_t i = 0; i < count; ++i) {
+    gate[i] = static_cast<std::size_t>(std::upper_bound(barriers.begin(), barriers.end(), steps[i].sequence) -
+                                       barriers.begin());
+    if (gate[i] < barriers.size()) ++below[gate[i]];
+  }
+  for (std::size_t k = 1; k < barriers.size(); ++k) below[k] += below[k - 1];
+  std::size_t passed = 0;
+  std::size_t finished = 0;
+  std::vector<std::size_t> held;  // every member arrived, behind an unpassed barrier
+  const auto pass_barriers = [&](double now) {
+    const auto before = passed;
+    while (passed < barriers.size() && finished == below[passed]) ++passed;
+    if (passed == before) return;
+    std::vector<std::size_t> still;
+    for (auto i : held) {
+      if (gate[i] <= passed) start(i, now);
+      else still.push_back(i);
+    }
+    held = std::move(still);
+  };
+
   std::vector<std::size_t> head(static_cast<std::size_t>(gpus), 0);
   std::vector<std::int64_t> arrived(count, 0);
   const auto arrive = [&](std::int64_t rank, double now) {
     const auto r = static_cast<std::size_t>(rank);
     if (row_begin[r] + head[r] >= row_begin[r + 1]) return;
     const std::size_t i = rows[row_begin[r] + head[r]];
-    if (++arrived[i] == steps[i].degree()) start(i, now);
+    if (++arrived[i] != steps[i].degree()) return;
+    if (gate[i] <= passed) start(i, now);
+    else held.push_back(i);
   };
+  pass_barriers(0.0);
   for (std::int64_t r = 0; r < gpus; ++r) arrive(r, 0.0);
 
   result.rank_busy_seconds.assign(static_cast<std::size_t>(gpus), 0.0);
-  std::size_t finished = 0;
   while (!events.empty()) {
     const auto [now, sequence, i, stamp] = events.top();
     events.pop();
@@ -367,6 +402,7 @@ namespace detail {
       ++head[static_cast<std::size_t>(r)];
       arrive(r, now);
     }
+    pass_barriers(now);
   }
 
   if (finished < count) {

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
@@ -84,12 +86,17 @@ template <class Context>
 /// pyramid, every layer under full): the token cap that Megatron's max_seqlen_per_dp_cp_rank,
 /// verl's max_token_len, FlexSP's per-GPU capacity and WLB-LLM's S_max stand for, derived from
 /// the memory budget by binary search on the cost model. 0 when not even one token fits.
+/// With `setting`, the most tokens one GPU holds with that recompute setting instead.
 template <class Context>
-[[nodiscard]] std::int64_t per_gpu_token_capacity(const Context& ctx) {
-  const auto lightest = ctx.evaluate(micro_batch_shape{}, 0);
-  if (!lightest.feasible) return 0;
+[[nodiscard]] std::int64_t per_gpu_token_capacity(const Context& ctx,
+                                                  std::optional<recompute_setting> setting = std::nullopt) {
+  if (!setting) {
+    const auto lightest = ctx.evaluate(micro_batch_shape{}, 0);
+    if (!lightest.feasible) return 0;
+    setting = lightest.recompute;
+  }
   const auto fits = [&](std::int64_t tokens) {
-    return ctx.runs_with(text_shape(tokens), 0, lightest.recompute).has_value();
+    return ctx.runs_with(text_shape(tokens), 0, *setting).has_value();
   };
   if (!fits(1)) return 0;
   std::int64_t low = 1;   // fits
@@ -205,5 +212,31 @@ inline std::vector<std::int64_t> contiguous_layout(const std::vector<std::int64_
   }
   return first;
 }
+
+/// splitmix64 (Steele, Lea and Flood 2014): the seeded generator the peers' random choices use
+/// (VideoSys and its baseline draw from torch's generator; any good seeded stream serves).
+class splitmix64 {
+public:
+  explicit splitmix64(std::uint64_t seed) noexcept : state_(seed) {}
+  [[nodiscard]] std::uint64_t next() noexcept {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [0, 1).
+  [[nodiscard]] double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  /// Fisher–Yates, as torch.randperm's order is a uniform permutation.
+  template <class T>
+  void shuffle(std::vector<T>& items) noexcept {
+    for (std::size_t i = items.size(); i > 1; --i) {
+      const auto j = static_cast<std::size_t>(next() % i);
+      std::swap(items[i - 1], items[j]);
+    }
+  }
+
+private:
+  std::uint64_t state_;
+};
 
 }  // namespace dcp::baselines::detail
