@@ -18,6 +18,7 @@
 #include "../support/promises.hpp"
 #include "dcp/baselines/baselines.hpp"
 #include "dcp/dcp.hpp"
+#include "dcp/evaluation/videosys_fidelity.hpp"
 #include "dcp/sim/simulator.hpp"
 
 using namespace dcp;
@@ -816,4 +817,35 @@ TEST_CASE("Sim.Simulator.world_barriers_hold_later_micro_steps") {
                                                  free.micro_steps[2].seconds()));
   plan.barriers = {2, 1};
   CHECK_THROWS_AS((void)sim::simulate(plan, batch, truth, exact), error);
+}
+
+// ---- VideoSys's own benchmark, re-enacted ------------------------------------------------------
+
+TEST_CASE("Fidelity.VideoSys.epoch_is_the_dummy_dataset") {
+  // dcp.md §4.2's counts, reproduced from datasets.py's Zipf weights and the pool sizes.
+  const auto epoch = evaluation::videosys_epoch(workload::opensora_video_mix::videosys_benchmark());
+  std::map<std::int64_t, std::int64_t> by_tokens;
+  for (const auto& s : epoch) ++by_tokens[s.tokens];
+  CHECK(by_tokens[144] == 39003);    // 144p images
+  CHECK(by_tokens[3600] == 8425);    // 720p images
+  CHECK(by_tokens[2160] == 592);     // 144p x 51 frames
+  CHECK(by_tokens[432000] == 8);     // 720p x 408 frames
+  CHECK(by_tokens[110400] == 12);    // 360p x 408 frames
+  CHECK(epoch.size() == 102001);     // 100,000 images and 2,000 videos, rounded per bucket
+}
+
+TEST_CASE("Fidelity.VideoSys.variants_run_the_whole_epoch_with_a_barrier_per_iteration") {
+  const auto r = evaluation::run_videosys_fidelity(1, 0.0);
+  REQUIRE(r.variants.size() == 4);
+  CHECK(r.variants[0].name == "baseline");
+  CHECK(r.variants[0].speedup == 1.0);
+  for (const auto& v : r.variants) {
+    CAPTURE(v.name);
+    CHECK(v.iterations > 1);
+    CHECK(v.micro_steps >= v.iterations);
+    CHECK(v.oom_events == 0);
+    CHECK(v.epoch_seconds > 0);
+    CHECK(v.speedup == doctest::Approx(r.variants[0].epoch_seconds / v.epoch_seconds));
+  }
+  // The simulator rejects a plan that leaves a sample out, so each variant trained the epoch.
 }

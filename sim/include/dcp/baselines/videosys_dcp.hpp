@@ -25,12 +25,14 @@
 //    bucket's sample count cannot be filled, so bs doubles up to the count (the count itself is
 //    the last candidate).
 //  - VideoSys plans an epoch as a sequence of iterations (optimizer steps); one of our global
-//    batches may need several of its iterations. They run back to back within the step, with no
-//    optimizer step or barrier between them — in VideoSys's favour. VideoSys maps an iteration's
-//    groups, largest SP first, onto contiguous ranks; without the barrier, each group (largest
-//    SP first, then longest accumulated time first) takes instead the aligned block of its size
-//    that is free earliest, so a slow group of one iteration does not hold back the same ranks'
-//    groups in every later one.
+//    batches may need several of its iterations. With iteration_barriers (default, upstream)
+//    they are separated by world barriers (train.py's optimizer step after every iteration; its
+//    time is not charged here: the simulator adds one gradient synchronisation per step), and
+//    each iteration's groups, largest SP first, take contiguous ranks as VideoSys maps them.
+//    Without (ours, in VideoSys's favour), they run back to back and each group (largest SP
+//    first, then longest accumulated time first) takes the aligned block of its size that is
+//    free earliest, so a slow group of one iteration does not hold back the same ranks' groups
+//    in every later one.
 //  - Nothing is dropped: VideoSys drops (or pads by repetition) partial batches with drop_last,
 //    discards an iteration whose GPUs cannot all be filled, skips buckets the profiler marks
 //    invalid, and stops a group's accumulation when its bucket runs out. Here partial batches
@@ -178,6 +180,9 @@ struct videosys_dcp {
   /// The sampler's generator: random SP size and bucket picks from `seed`.
   bool shuffle = false;
   std::uint64_t seed = 0;
+  /// A world barrier between iterations (upstream: an optimizer step each); off lets the next
+  /// iteration's groups start on ranks as soon as they are free (ours).
+  bool iteration_barriers = true;
 
   template <cost_model M, recompute_strategy<M> R>
   [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
@@ -418,6 +423,10 @@ private:
         return sp_of(buckets_[x.bucket]) > sp_of(buckets_[y.bucket]);
       });
       accumulate(groups, retire);
+      if (options_.iteration_barriers && clock.makespan() > 0) {
+        clock.barrier();
+        out.barrier_seconds.push_back(clock.makespan());
+      }
       const auto first = place_groups(groups, clock);
       for (std::size_t g = 0; g < groups.size(); ++g) {
         const auto& row = buckets_[groups[g].bucket].row;
