@@ -164,3 +164,110 @@ TEST_CASE("Cost.Analytic.marginal_time_is_a_floor_for_packing") {
     }
   }
 }
+
+namespace {
+/// k clips of 16 frames at 480p under OpenSora 1.2: 4 latent frames of 30 x 53 patches.
+micro_batch_shape clips_480p_16_frames(std::int64_t k) {
+  micro_batch_shape s;
+  for (std::int64_t i = 0; i < k; ++i)
+    s += micro_batch_shape::of(video_sample(static_cast<std::uint64_t>(i), {4, 30, 53}));
+  return s;
+}
+/// The same micro-batch with its sample count zeroed: every term but the caption's is unchanged.
+micro_batch_shape without_samples(micro_batch_shape s) {
+  s.samples = 0;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("Cost.Analytic.caption_work_runs_whole_on_every_gpu_of_the_group") {
+  // STDiT3-XL: every rank embeds each sample's 300 caption tokens (Linear 4096 -> 1152, GELU,
+  // Linear 1152 -> 1152) and projects them to K and V in all 56 blocks (VideoSys attentions.py
+  // ~157: only the video tokens are sharded), so this work is not divided by the degree.
+  const analytic_cost_model m(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()));
+  const double h = 1152, text = 300, embed = 4096, blocks = 56;
+  const auto flops_per_text_token = [&](double recomputed) {
+    return 6.0 * blocks * 2.0 * h * h + 2.0 * recomputed * 2.0 * h * h + 4.0 * embed * h + 6.0 * h * h;
+  };
+  // 275.6 GFLOP per sample without recomputation: 267.5 in the k/v projections, 8.1 in the embedder.
+  CHECK(text * flops_per_text_token(0) == doctest::Approx(275.595264e9).epsilon(1e-12));
+  CHECK(text * detail::caption_flops_per_text_token(m.model(), 0) ==
+        doctest::Approx(275.595264e9).epsilon(1e-12));
+  const double rate = m.constants().dense_efficiency * m.cluster().gpu.peak_flops;
+  for (std::int64_t k : {1, 3}) {
+    const auto s = clips_480p_16_frames(k);
+    for (std::int64_t d : {1, 2, 8, 16}) {
+      for (std::int32_t r : {0, 56}) {
+        CAPTURE(k);
+        CAPTURE(d);
+        CAPTURE(r);
+        const auto c = at(d, r == 0 ? recompute_setting::none() : recompute_setting::full(r));
+        const double expected = static_cast<double>(k) * text * flops_per_text_token(r) / rate;
+        CHECK(m.caption_seconds(s, c) == doctest::Approx(expected).epsilon(1e-12));
+        // In the micro-step's time and in the floor the bound uses, whole at every degree:
+        // dropping it, or dividing it by the degree, fails these.
+        CHECK(m.compute_seconds(s, c) - m.compute_seconds(without_samples(s), c) ==
+              doctest::Approx(expected).epsilon(1e-9));
+        CHECK(m.seconds(s, c) - m.seconds(without_samples(s), c) ==
+              doctest::Approx(expected).epsilon(1e-9));
+        CHECK(m.marginal_seconds(s, c) - m.marginal_seconds(without_samples(s), c) ==
+              doctest::Approx(expected).epsilon(1e-9));
+        // The dense time term carries it (calibrated<M> refits it with the other GEMMs).
+        CHECK(m.time_terms(s, c)[0] - m.time_terms(without_samples(s), c)[0] ==
+              doctest::Approx(expected).epsilon(1e-9));
+      }
+    }
+  }
+  // Wan2.1-14B: 512 umT5 tokens into 40 blocks of hidden 5120, 6.57 TFLOP per sample.
+  const analytic_cost_model wan(models::wan21_14b(), hgx_cluster(4, gpus::h200_sxm()));
+  const double wan_flops = 512.0 * (6.0 * 40 * 2.0 * 5120.0 * 5120.0 + 4.0 * 4096 * 5120 + 6.0 * 5120.0 * 5120.0);
+  CHECK(wan_flops == doctest::Approx(6.5659e12).epsilon(1e-4));
+  const auto clip = micro_batch_shape::of(video_sample(0, {21, 30, 52}, attention_kind::full));
+  CHECK(wan.caption_seconds(clip, at(8)) == doctest::Approx(wan_flops / rate).epsilon(1e-12));
+  CHECK(wan.caption_seconds(clip, at(8)) == wan.caption_seconds(clip, at(1)));
+}
+
+TEST_CASE("Cost.Analytic.dit_recompute_leaves_the_caption_projections_to_the_caption") {
+  // A recomputed block repeats its forward over the video tokens with every block weight but
+  // the cross-attention k and v (which act on the caption, recomputed in caption_seconds).
+  const analytic_cost_model m(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()));
+  const auto& model = m.model();
+  const double tokens = 6360;
+  const micro_batch_shape dense{0, 6360, 6360, 0.0};  // no samples, no self-attention pairs
+  const double per_block = static_cast<double>(model.block_params() - 2 * model.hidden * model.hidden);
+  const double rate = m.constants().dense_efficiency * m.cluster().gpu.peak_flops;
+  // The recomputed forward also repeats the cross-attention scores and values: 4h per
+  // (video token, caption token) pair per block.
+  const double cross_attention = 4.0 * 1152.0 * tokens * 300.0 * 56.0 /
+                                 (m.constants().attention_forward_efficiency * m.cluster().gpu.peak_flops);
+  CHECK(m.compute_seconds(dense, at(1, recompute_setting::full(56))) - m.compute_seconds(dense, at(1)) ==
+        doctest::Approx(2.0 * per_block * 56.0 * tokens / rate + cross_attention).epsilon(1e-9));
+}
+
+TEST_CASE("Cost.Analytic.decoder_lm_has_no_caption_work") {
+  // Llama-3-8B has no cross-attention: no caption seconds or bytes, and its time is the dense
+  // and attention formulas alone, whatever the sample count.
+  const auto& m = llama();
+  const auto one = micro_batch_shape::of(text_sample(0, 8192));
+  auto many = one;
+  many.samples = 7;
+  for (std::int64_t d : {1, 8}) {
+    for (auto r : {recompute_setting::none(), recompute_setting::full(32)}) {
+      const auto c = at(d, r);
+      CHECK(m.caption_seconds(one, c) == 0.0);
+      CHECK(m.caption_seconds(many, c) == 0.0);
+      CHECK(m.compute_seconds(one, c) ==
+            (m.dense_compute_seconds(8192.0, c) + m.attention_compute_seconds(one, c)) / static_cast<double>(d));
+      CHECK(m.seconds(many, c) == m.seconds(one, c));
+      CHECK(m.peak_bytes(many, c) == m.peak_bytes(one, c));
+    }
+  }
+  CHECK(detail::caption_flops_per_text_token(m.model(), 32) == 0.0);
+  CHECK(detail::recomputed_params_per_token_block(m.model()) == m.model().block_params());
+  // Full recompute adds 2 x block params per token per layer: dense work x (6N + 2 L B) / 6N.
+  const micro_batch_shape dense{1, 32768, 32768, 0.0};
+  const double n = static_cast<double>(m.model().per_token_params());
+  const double lb = static_cast<double>(m.model().layers * m.model().block_params());
+  CHECK(m.compute_seconds(dense, at(1, recompute_setting::full(32))) / m.compute_seconds(dense, at(1)) ==
+        doctest::Approx((6.0 * n + 2.0 * lb) / (6.0 * n)).epsilon(1e-12));
+}

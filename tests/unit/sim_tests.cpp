@@ -331,6 +331,96 @@ TEST_CASE("Sim.Truth.lower_bound_counts_all_work_over_all_gpus") {
   CHECK(sim::truth_lower_bound_seconds(std::vector<sample>{}, truth) == 0.0);
 }
 
+TEST_CASE("Sim.Truth.caption_gemms_run_whole_on_every_gpu_of_the_group") {
+  // STDiT3-XL: each GPU of a group embeds every sample's 300 caption tokens and projects them to
+  // K and V in all 56 blocks (VideoSys attentions.py ~157 shards only the video tokens): GEMMs
+  // of samples x 300 rows, not divided by the degree, saturating with those rows.
+  const sim::truth_model truth(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()));
+  const double h = 1152, text = 300;
+  const auto flops_per_text_token = [&](double recomputed) {
+    return 6.0 * 56 * 2.0 * h * h + 2.0 * recomputed * 2.0 * h * h + 4.0 * 4096 * h + 6.0 * h * h;
+  };
+  const double rate = truth.constants().gemm_efficiency_max * truth.cluster().gpu.peak_flops;
+  const double half = truth.constants().gemm_half_tokens;
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+    for (std::int64_t k : {1, 3}) {
+      micro_batch_shape s;
+      for (std::int64_t i = 0; i < k; ++i)
+        s += micro_batch_shape::of(video_sample(static_cast<std::uint64_t>(i), {4, 30, 53}));
+      auto no_samples = s;  // the caption's rows removed, every other term unchanged
+      no_samples.samples = 0;
+      for (std::int64_t d : {1, 2, 8, 16}) {
+        for (std::int32_t r : {0, 56}) {
+          CAPTURE(k);
+          CAPTURE(d);
+          CAPTURE(r);
+          const execution_config c{d, sp, r == 0 ? recompute_setting::none() : recompute_setting::full(r)};
+          const double rows = static_cast<double>(k) * text;
+          CHECK(truth.caption_seconds(s, c) ==
+                doctest::Approx(flops_per_text_token(r) * (rows + half) / rate).epsilon(1e-12));
+          // What the samples add is whole at every degree, in the GEMMs, the micro-step and
+          // the floor of the bound; dropping it, or dividing it by the degree, fails these.
+          const double per_rows = flops_per_text_token(r) * rows / rate;
+          CHECK(truth.micro_step_parts(s, c).gemm_seconds - truth.micro_step_parts(no_samples, c).gemm_seconds ==
+                doctest::Approx(per_rows).epsilon(1e-9));
+          CHECK(truth.seconds(s, c) - truth.seconds(no_samples, c) == doctest::Approx(per_rows).epsilon(1e-9));
+          CHECK(truth.marginal_seconds(s, c) - truth.marginal_seconds(no_samples, c) ==
+                doctest::Approx(per_rows).epsilon(1e-9));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Sim.Truth.dit_marginal_time_is_a_floor_for_packing") {
+  // cost_model requirement 5 with the caption's per-sample work: seconds(a + b) >= seconds({}) +
+  // marginal(a) + marginal(b), and degree x marginal never falls, for STDiT3-XL clips.
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+    training_spec t;
+    t.sp = sp;
+    const sim::truth_model m(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()), t);
+    for (auto r : {recompute_setting::none(), recompute_setting::partial(20)}) {
+      const auto sa = micro_batch_shape::of(video_sample(0, {1, 15, 27}));
+      const auto sb = micro_batch_shape::of(video_sample(1, {8, 30, 53}));
+      double previous = 0;
+      for (std::int64_t d : {1, 2, 4, 8, 16, 32}) {
+        CAPTURE(d);
+        const execution_config c{d, sp, r};
+        const double empty = m.seconds(micro_batch_shape{}, c);
+        CHECK(m.seconds(sa + sb, c) >= empty + m.marginal_seconds(sa, c) + m.marginal_seconds(sb, c) - 1e-12);
+        CHECK(m.marginal_seconds(sa, c) <= m.seconds(sa, c));
+        if (sp == sequence_parallel::ring && d == 1) continue;  // see degree_times_marginal_never_falls
+        const double work = static_cast<double>(d) * m.marginal_seconds(sa, c);
+        CHECK(work >= previous * (1 - 1e-12));
+        previous = work;
+      }
+    }
+  }
+}
+
+TEST_CASE("Sim.Truth.decoder_lm_has_no_caption_work") {
+  // Llama-3-8B: no cross-attention, so no caption seconds, the GEMMs are the 6 N and recompute
+  // formulas over the sample tokens alone, and the sample count changes nothing.
+  const auto truth = llama_truth();
+  const auto one = text(8192);
+  auto many = one;
+  many.samples = 7;
+  const auto& model = truth.model();
+  for (std::int64_t d : {1, 8}) {
+    for (auto r : {recompute_setting::none(), recompute_setting::full(32)}) {
+      const auto c = at(d, sequence_parallel::ulysses, r);
+      CHECK(truth.caption_seconds(many, c) == 0.0);
+      CHECK(truth.seconds(many, c) == truth.seconds(one, c));
+      CHECK(truth.peak_bytes(many, c) == truth.peak_bytes(one, c));
+      const double flops = 6.0 * static_cast<double>(model.per_token_params()) +
+                           2.0 * static_cast<double>(model.block_params()) * static_cast<double>(r.layers);
+      CHECK(truth.micro_step_parts(one, c).gemm_seconds ==
+            flops * (8192.0 / static_cast<double>(d) + truth.constants().gemm_half_tokens) /
+                (truth.constants().gemm_efficiency_max * truth.cluster().gpu.peak_flops));
+    }
+  }
+}
+
 // ---- the simulator -----------------------------------------------------------------------------
 
 TEST_CASE("Sim.Simulator.independent_steps_sum_per_rank") {

@@ -12,6 +12,7 @@
 
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/cost/activation_memory.hpp"
+#include "dcp/cost/caption_work.hpp"
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
@@ -89,17 +90,19 @@ public:
                                                   static_cast<double>(model_.layers);
   }
 
-  /// Dense, attention and recompute FLOPs over peak x efficiency, split over the group.
+  /// Dense, attention and recompute FLOPs over peak x efficiency, split over the group, plus
+  /// the caption GEMMs every GPU of the group runs whole.
   [[nodiscard]]
   double compute_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     const double d = static_cast<double>(c.degree);
     return (dense_compute_seconds(static_cast<double>(s.tokens), c) + attention_compute_seconds(s, c)) / d +
-           selective_seconds(s, c);
+           selective_seconds(s, c) + caption_seconds(s, c);
   }
 
   /// Dense GEMM FLOPs of `tokens` tokens over peak x efficiency (one GPU's share is this over
   /// the degree): 6 N per token, LM head included (§2.1); full recompute repeats the forward
-  /// (2 N per token) of the recomputed layers (§2.2).
+  /// (2 N per token) of the recomputed layers (§2.2), less the cross-attention k/v weights,
+  /// which act on the caption (caption_seconds), not on sample tokens.
   [[nodiscard]]
   double dense_compute_seconds(double tokens, const execution_config& c) const noexcept {
     const double layers = static_cast<double>(model_.layers);
@@ -126,6 +129,18 @@ public:
     return attention_forward / (constants_.attention_forward_efficiency * peak) +
            2.5 * attention_forward / (constants_.attention_backward_efficiency * peak) +
            4.0 * h * pairs * recomputed / (constants_.attention_forward_efficiency * peak);
+  }
+
+  /// The caption's GEMMs, which sequence parallelism does not split: every GPU of the group
+  /// runs them for every sample of the micro-batch, so they are not divided by the degree (one
+  /// sample at degree d costs d times this in GPU-seconds). samples x text_tokens rows at the
+  /// dense efficiency; 0 without cross-attention (decoder LMs).
+  [[nodiscard]]
+  double caption_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    if (!model_.has_cross_attention()) return 0.0;
+    const double rows = static_cast<double>(s.samples) * static_cast<double>(model_.text_tokens);
+    return rows * detail::caption_flops_per_text_token(model_, c.recompute.layers) /
+           (constants_.dense_efficiency * cluster_.gpu.peak_flops);
   }
 
   /// Selective recomputation re-runs norms and the MLP activation: memory-bound, so its cost is
@@ -267,7 +282,7 @@ public:
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
     const double tokens = static_cast<double>(s.tokens);
-    t[0] = dense_compute_seconds(tokens, c) / d;
+    t[0] = dense_compute_seconds(tokens, c) / d + caption_seconds(s, c);  // all dense GEMMs
     t[1] = attention_compute_seconds(s, c) / d;
     t[2] = selective_seconds(s, c);
     if (c.degree > 1) {
@@ -363,7 +378,8 @@ private:
   // times per second.
   void derive() noexcept {
     per_token_params_ = static_cast<double>(model_.per_token_params());
-    block_share_ = static_cast<double>(model_.layers * model_.block_params()) / per_token_params_;
+    block_share_ = static_cast<double>(model_.layers * detail::recomputed_params_per_token_block(model_)) /
+                   per_token_params_;
     selective_saving_ = static_cast<double>(saved_by_selective());
     states_ = compute_state_bytes();
   }

@@ -20,6 +20,7 @@
 
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/cost/activation_memory.hpp"
+#include "dcp/cost/caption_work.hpp"
 #include "dcp/detail/checked.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/error.hpp"
@@ -156,7 +157,7 @@ struct group_layout {
 /// ring attention hides ring transfers; an all-to-all's NVLink and network parts run at once and
 /// the slower one decides (§1.2 [S] nccl-tests#130); everything else is serial.
 struct micro_step_parts {
-  double gemm_seconds = 0;            ///< dense and LM-head GEMMs, recomputation included
+  double gemm_seconds = 0;            ///< dense, LM-head and caption GEMMs, recomputation included
   double attention_seconds = 0;       ///< FlashAttention forward, backward, recomputed forward
   double memory_bound_seconds = 0;    ///< norms, RoPE, activations, residuals, loss, selective
   double latency_seconds = 0;         ///< collectives x NCCL latency
@@ -267,6 +268,22 @@ public:
   [[nodiscard]] dcp::sim::micro_step_parts micro_step_parts(const micro_batch_shape& s,
                                               const execution_config& c) const noexcept {
     return parts(s, c, layout_of(0, c.degree, cluster_.gpus_per_node));
+  }
+
+  /// The caption's GEMMs (dcp/cost/caption_work.hpp), part of micro_step_parts::gemm_seconds:
+  /// every GPU of the group runs them whole, for every sample of the micro-batch, so they are
+  /// not divided by the degree. They are GEMMs of samples x text_tokens rows (upstream batches
+  /// the micro-batch's captions into one GEMM per projection), so they saturate like the other
+  /// GEMMs but on those rows: time = F (rows + n_half) / (eta_max R), affine in the samples. Its
+  /// n_half part is a fixed cost of the micro-step (as for the sample tokens' GEMMs), which the
+  /// floor leaves out. 0 without cross-attention (decoder LMs).
+  [[nodiscard]]
+  double caption_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    if (!model_.has_cross_attention()) return 0.0;
+    const double rows = static_cast<double>(s.samples) * static_cast<double>(model_.text_tokens);
+    return detail::caption_flops_per_text_token(model_, c.recompute.layers) *
+           (rows + constants_.gemm_half_tokens) /
+           (constants_.gemm_efficiency_max * cluster_.gpu.peak_flops);
   }
 
   /// cost_model requirement 1: the micro-step's time on an aligned group with the NICs to itself.
@@ -427,7 +444,7 @@ private:
     const std::int64_t h = model_.hidden;
     const std::int64_t f = model_.ffn;
     per_token_params_ = static_cast<double>(model_.per_token_params());
-    block_params_ = static_cast<double>(model_.block_params());
+    recomputed_params_ = static_cast<double>(detail::recomputed_params_per_token_block(model_));
     selective_saving_ = static_cast<double>(detail::bytes_saved_by_selective(model_));
     // Memory-bound bytes per token per layer, forward [D]: two norms (read + write 2h each:
     // 8h), RoPE on Q and K (4h + 4h_kv), two residual adds (read 4h, write 2h each: 12h), the
@@ -456,10 +473,13 @@ private:
     const bool ring = c.degree > 1 && c.sp == sequence_parallel::ring;
 
     // GEMMs: 6 N per token, full recompute one more forward of the recomputed blocks (§2.1,
-    // §2.2), at eta(n) = eta_max n/(n + n_half): time = F_token (n + n_half) / (eta_max R).
-    const double flops_per_token = 6.0 * per_token_params_ + 2.0 * block_params_ * recomputed;
+    // §2.2; cross-attention k/v act on the caption, not on these tokens), at
+    // eta(n) = eta_max n/(n + n_half): time = F_token (n + n_half) / (eta_max R); plus the
+    // caption's GEMMs, whole on every GPU.
+    const double flops_per_token = 6.0 * per_token_params_ + 2.0 * recomputed_params_ * recomputed;
     out.gemm_seconds = flops_per_token * (per_gpu + constants_.gemm_half_tokens) /
                        (constants_.gemm_efficiency_max * peak);
+    if (model_.has_cross_attention()) out.gemm_seconds += caption_seconds(s, c);
 
     // Attention: 4h FLOPs per (query, key) pair per layer forward, backward 2.5x (§1.2, §2.1),
     // recomputed blocks one more forward; the fitted FA3 curves make a sequence of s tokens
@@ -524,7 +544,7 @@ private:
   saturating_curve forward_{};
   saturating_curve backward_{};
   double per_token_params_ = 0;
-  double block_params_ = 0;
+  double recomputed_params_ = 0;  ///< per token per recomputed block
   double selective_saving_ = 0;
   double elementwise_bytes_ = 0;
   double loss_bytes_ = 0;
