@@ -8,9 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "../support/batches.hpp"
@@ -18,8 +22,12 @@
 #include "../support/promises.hpp"
 #include "dcp/baselines/baselines.hpp"
 #include "dcp/dcp.hpp"
+#include "dcp/evaluation/compare.hpp"
+#include "dcp/evaluation/delayed.hpp"
 #include "dcp/evaluation/videosys_fidelity.hpp"
 #include "dcp/sim/simulator.hpp"
+#include "dcp/workload/batch.hpp"
+#include "dcp/workload/empirical_profile.hpp"
 
 using namespace dcp;
 using namespace dcp::baselines;
@@ -708,6 +716,225 @@ TEST_CASE("Baselines.WLB.degree_search_counts_recomputation") {
   for (const auto& m : at_four.micro_steps) CHECK(m.degree() == 4);
 }
 
+// ---- WLB-LLM's outlier delay and the comparison's admission stage ----------------------------
+
+TEST_CASE("Baselines.WLB.outlier_queues_release_a_level_only_at_n_documents_in_fifo_order") {
+  wlb_outlier_queues queues({100, 200});
+  CHECK(queues.levels() == 2);
+  CHECK(!queues.level_of(text_sample(0, 99)));
+  CHECK(queues.level_of(text_sample(0, 100)) == std::optional<std::size_t>(0));
+  CHECK(queues.level_of(text_sample(0, 199)) == std::optional<std::size_t>(0));
+  CHECK(queues.level_of(text_sample(0, 5000)) == std::optional<std::size_t>(1));
+  CHECK(!queues.level_of(video_sample(0, {4, 10, 10})));  // 400 tokens, but a clip is never held
+  const auto ids = [](const auto& samples) {
+    std::vector<std::uint64_t> out;
+    for (const auto& s : samples) out.push_back(s.id);
+    return out;
+  };
+  // Step 1: two level-0 documents and one level-1 document are held, the rest kept in order.
+  const std::vector<sample> first{text_sample(0, 50), text_sample(1, 150), text_sample(2, 250),
+                                  text_sample(3, 120), video_sample(4, {4, 10, 10}), text_sample(5, 60)};
+  CHECK(ids(queues.hold(first)) == std::vector<std::uint64_t>{0, 4, 5});
+  CHECK(queues.release(3).empty());  // no level holds 3 yet
+  CHECK(ids(queues.queued(0)) == std::vector<std::uint64_t>{1, 3});
+  CHECK(queues.queued_tokens() == 520);
+  // Step 2: level 0 reaches 3 and releases its 3 oldest, level 1 (2 documents) waits.
+  CHECK(queues.hold(std::vector<sample>{text_sample(6, 160), text_sample(7, 210), text_sample(8, 101)}).empty());
+  CHECK(ids(queues.release(3)) == std::vector<std::uint64_t>{1, 3, 6});
+  CHECK(ids(queues.queued(0)) == std::vector<std::uint64_t>{8});
+  CHECK(ids(queues.queued(1)) == std::vector<std::uint64_t>{2, 7});
+  // A level holding 2N releases twice; the lowest level comes first.
+  CHECK(ids(queues.release(1)) == std::vector<std::uint64_t>{8, 2, 7});
+  CHECK(queues.queued_tokens() == 0);
+
+  CHECK_THROWS_AS(wlb_outlier_queues({}), invalid_spec);
+  CHECK_THROWS_AS(wlb_outlier_queues({0}), invalid_spec);
+  CHECK_THROWS_AS(wlb_outlier_queues({200, 200}), invalid_spec);
+  CHECK_THROWS_AS((void)queues.release(0), invalid_spec);
+  CHECK(wlb_default_thresholds(65536) == std::vector<std::int64_t>{32768, 49152});
+  CHECK(wlb_default_thresholds(3) == std::vector<std::int64_t>{2, 3});
+  CHECK_THROWS_AS((void)wlb_default_thresholds(1), invalid_spec);
+}
+
+namespace {
+
+/// Llama-3-8B on one H200 node, steps drawn by `draw`.
+evaluation::scenario admission_scenario(std::function<std::vector<sample>(std::uint64_t)> draw,
+                                        std::int64_t steps) {
+  evaluation::scenario sc;
+  sc.name = "admission";
+  sc.model = models::llama3_8b();
+  sc.cluster = hgx_cluster(1, gpus::h200_sxm());
+  sc.draw = std::move(draw);
+  sc.steps = steps;
+  return sc;
+}
+
+evaluation::policy_entry plain_entry(const analytic_cost_model& cost) {
+  const auto scheduler = std::make_shared<DataCentricScheduler<>>(cost);
+  return {"dcp", [scheduler](std::span<const sample> batch) { return scheduler->plan(batch); }};
+}
+
+}  // namespace
+
+TEST_CASE("Evaluation.Admission.reports_delayed_and_queued_tokens_of_a_hand_computed_case") {
+  // Steps (seed 1..4): {1000, 20000}, {1500}, {2500, 30000}, {1200, 40000}; the admitting policy
+  // holds documents of 10,000 tokens or more and releases two at a time. Step 0 holds 20000,
+  // step 2 releases it (2 steps late) with 30000 (on time), step 3 holds 40000 to the end.
+  const auto sc = admission_scenario(
+      [](std::uint64_t seed) {
+        switch (seed) {
+          case 1: return std::vector<sample>{text_sample(0, 1000), text_sample(1, 20000)};
+          case 2: return std::vector<sample>{text_sample(0, 1500)};
+          case 3: return std::vector<sample>{text_sample(0, 2500), text_sample(1, 30000)};
+          default: return std::vector<sample>{text_sample(0, 1200), text_sample(1, 40000)};
+        }
+      },
+      4);
+  const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
+  auto admitting = plain_entry(cost);
+  admitting.name = "held";
+  const auto queues = std::make_shared<wlb_outlier_queues>(std::vector<std::int64_t>{10000});
+  std::vector<std::vector<std::uint64_t>> admitted_ids;
+  admitting.admit = [queues, &admitted_ids](std::span<const sample> drawn) {
+    auto kept = queues->hold(drawn);
+    const auto released = queues->release(2);
+    kept.insert(kept.end(), released.begin(), released.end());
+    admitted_ids.emplace_back();
+    for (const auto& s : kept) admitted_ids.back().push_back(s.id);
+    return kept;
+  };
+  const auto alone = evaluation::run(sc, {plain_entry(cost)});
+  const auto both = evaluation::run(sc, {plain_entry(cost), admitting});
+
+  // Run-unique ids: each step's ids offset by the ids the earlier steps used (2, 1, 2).
+  REQUIRE(admitted_ids.size() == 4);
+  CHECK(admitted_ids[0] == std::vector<std::uint64_t>{0});
+  CHECK(admitted_ids[1] == std::vector<std::uint64_t>{2});
+  CHECK(admitted_ids[2] == std::vector<std::uint64_t>{3, 1, 4});
+  CHECK(admitted_ids[3] == std::vector<std::uint64_t>{5});
+
+  const auto& held = both.policies[1];
+  CHECK(held.admits);
+  REQUIRE(held.steps.size() == 4);
+  const std::vector<std::int64_t> trained{1000, 1500, 52500, 1200}, queued{20000, 20000, 0, 40000};
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(held.steps[i].tokens == trained[i]);
+    CHECK(held.steps[i].queued_tokens == queued[i]);
+  }
+  CHECK(held.steps[2].delayed_tokens == 20000);
+  CHECK(held.steps[2].delay_token_steps == 40000);
+  CHECK(held.tokens_drawn == 96200);
+  CHECK(held.tokens_trained == 56200);
+  CHECK(held.tokens_trained + held.tokens_queued_at_end == held.tokens_drawn);
+  CHECK(held.tokens_delayed == 20000);
+  CHECK(held.delayed_share == doctest::Approx(20000.0 / 96200.0));
+  CHECK(held.mean_delay_steps == doctest::Approx(2.0));
+  CHECK(held.mean_delay_steps_per_token == doctest::Approx(40000.0 / 56200.0));
+  CHECK(held.max_delay_steps == 2);
+  CHECK(held.tokens_queued_at_end == 40000);
+  double seconds = 0;
+  for (const auto& s : held.steps) seconds += s.step_seconds;
+  CHECK(held.tokens_per_s == doctest::Approx(56200.0 / seconds));  // trained tokens only
+
+  // The entry without admit is the same with or without an admitting entry after it.
+  const auto& plain = both.policies[0];
+  CHECK(!plain.admits);
+  REQUIRE(plain.steps.size() == alone.policies[0].steps.size());
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) {
+    CAPTURE(i);
+    CHECK(plain.steps[i].tokens == alone.policies[0].steps[i].tokens);
+    CHECK(plain.steps[i].tokens == plain.steps[i].drawn_tokens);
+    CHECK(plain.steps[i].step_seconds == alone.policies[0].steps[i].step_seconds);
+    CHECK(plain.steps[i].bound_seconds == alone.policies[0].steps[i].bound_seconds);
+    CHECK(plain.steps[i].delayed_tokens == 0);
+  }
+  CHECK(plain.tokens_per_s == alone.policies[0].tokens_per_s);
+  CHECK(plain.tokens_delayed == 0);
+  CHECK(plain.tokens_queued_at_end == 0);
+  CHECK(plain.tokens_trained == plain.tokens_drawn);
+}
+
+TEST_CASE("Evaluation.Admission.a_sample_admitted_twice_or_never_drawn_is_an_error") {
+  const auto sc = admission_scenario([](std::uint64_t) { return std::vector<sample>{text_sample(0, 1000)}; }, 2);
+  const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
+  auto twice = plain_entry(cost);
+  const auto kept = std::make_shared<std::vector<sample>>();
+  twice.admit = [kept](std::span<const sample> drawn) {  // trains the first step's sample again
+    if (kept->empty()) kept->assign(drawn.begin(), drawn.end());
+    return *kept;
+  };
+  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {twice}), doctest::Contains("admitted sample id=0"), error);
+  auto invented = plain_entry(cost);
+  invented.admit = [](std::span<const sample>) { return std::vector<sample>{text_sample(77, 500)}; };
+  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {invented}), doctest::Contains("never drawn"), error);
+  auto changed = plain_entry(cost);
+  changed.admit = [](std::span<const sample> drawn) {
+    auto out = std::vector<sample>(drawn.begin(), drawn.end());
+    out.front().tokens += 1;
+    return out;
+  };
+  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {changed}), doctest::Contains("differs"), error);
+}
+
+TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_once_or_queued_at_the_end") {
+  for (std::uint64_t seed : {1, 7}) {
+    CAPTURE(seed);
+    auto sc = admission_scenario(
+        [](std::uint64_t s) {
+          return workload::split_to_context(workload::draw_batch(workload::wikipedia(), 250'000, s), 65'536).samples;
+        },
+        8);
+    sc.seed = seed;
+    const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
+    evaluation::wlb_delay_options options;
+    options.thresholds = {16384, 32768};
+    options.micro_batches = 2;
+    auto entry = evaluation::wlb_llm_with_outlier_delay(cost, 65'536, options);
+    CHECK(entry.name == "wlb-llm-delay");
+    std::map<std::uint64_t, sample> drawn, trained;
+    std::int64_t step = 0;
+    std::map<std::uint64_t, std::int64_t> drawn_step, trained_step;
+    entry.admit = [inner = entry.admit, &drawn, &trained, &drawn_step, &trained_step, &step](std::span<const sample> batch) {
+      for (const auto& s : batch) {
+        drawn.emplace(s.id, s);
+        drawn_step.emplace(s.id, step);
+      }
+      auto out = inner(batch);
+      for (const auto& s : out) {
+        CHECK(trained.emplace(s.id, s).second);  // trained once
+        trained_step.emplace(s.id, step);
+      }
+      ++step;
+      return out;
+    };
+    const auto result = evaluation::run(sc, {entry});
+    const auto& p = result.policies[0];
+    std::int64_t queued = 0, delayed = 0, late_steps = 0;
+    for (const auto& [id, s] : drawn) {
+      if (!trained.count(id)) {
+        queued += s.tokens;
+        CHECK(s.tokens >= 16384);  // only outliers wait
+        continue;
+      }
+      CHECK(trained.at(id) == s);
+      const auto waited = trained_step.at(id) - drawn_step.at(id);
+      if (waited > 0) {
+        CHECK(s.tokens >= 16384);
+        delayed += s.tokens;
+        late_steps += waited * s.tokens;
+      }
+    }
+    CHECK(p.tokens_queued_at_end == queued);
+    CHECK(p.tokens_trained + queued == p.tokens_drawn);
+    CHECK(p.tokens_delayed == delayed);
+    CHECK(p.mean_delay_steps == doctest::Approx(delayed > 0 ? double(late_steps) / double(delayed) : 0.0));
+    CHECK(p.tokens_delayed > 0);  // the case exercises a release
+    CHECK(p.oom_events == 0);
+  }
+}
+
 // ---- the paper's baseline --------------------------------------------------------------------
 
 TEST_CASE("Baselines.Paper.random_dealing_runs_one_batch_per_group_between_barriers") {
@@ -831,7 +1058,8 @@ TEST_CASE("Fidelity.VideoSys.epoch_is_the_dummy_dataset") {
   CHECK(by_tokens[2160] == 592);     // 144p x 51 frames
   CHECK(by_tokens[432000] == 8);     // 720p x 408 frames
   CHECK(by_tokens[110400] == 12);    // 360p x 408 frames
-  CHECK(epoch.size() == 102001);     // 100,000 images and 2,000 videos, rounded per bucket
+  CHECK(by_tokens[1590] == 11556);   // 480p images (30 x 53 patches; dcp.md's 1,620 is a slip)
+  CHECK(epoch.size() == 102000);     // 100,000 images and 2,000 videos
 }
 
 TEST_CASE("Fidelity.VideoSys.variants_run_the_whole_epoch_with_a_barrier_per_iteration") {

@@ -15,8 +15,8 @@
 // uses H200).
 //
 // What is re-enacted and what is not:
-//  - The epoch is the dataset's exact bucket counts (the Zipf weights times the pool sizes,
-//    rounded), planned as one batch by each policy: the paper baseline and VideoSys's sampler
+//  - The epoch is the dataset's exact bucket counts (the pool sizes apportioned by the Zipf
+//    weights), planned as one batch by each policy: the paper baseline and VideoSys's sampler
 //    both plan a whole epoch. Every iteration ends with a world barrier in the plan; its optimizer
 //    step costs one gradient synchronisation of the truth model (ZeRO-1 reduce-scatter and
 //    all-gather), added per iteration.
@@ -42,21 +42,36 @@
 
 namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
 
-/// The dummy dataset of one VideoSys benchmark epoch: per bucket of the mix, round(pool size x
-/// the bucket's weight within its pool) samples (images: 50 x videos), ids 0, 1, ... in bucket
-/// order.
+/// The dummy dataset of one VideoSys benchmark epoch: each pool (`videos` clips, 50 x as many
+/// images) apportioned over its buckets by their Zipf weights, each count rounded and the most
+/// frequent bucket absorbing the difference to the pool size (this reproduces every count of
+/// dcp.md §4.2: 100,000 images and 2,000 videos); ids 0, 1, ... in bucket order.
 [[nodiscard]] inline std::vector<sample> videosys_epoch(const workload::opensora_video_mix& mix,
                                                         std::int64_t videos = 2000) {
   const double image_share = mix.parameters().image_share;
-  const double images = static_cast<double>(videos) * image_share / (1.0 - image_share);
-  std::vector<sample> out;
-  for (const auto& bucket : mix.buckets()) {
-    const double pool = bucket.is_image() ? images : static_cast<double>(videos);
-    const double share = bucket.is_image() ? image_share : 1.0 - image_share;
-    const auto count = static_cast<std::int64_t>(std::llround(pool * bucket.probability / share));
-    for (std::int64_t n = 0; n < count; ++n)
-      out.push_back(video_sample(out.size(), bucket.shape, mix.parameters().attention));
+  const auto images = static_cast<std::int64_t>(std::llround(static_cast<double>(videos) * image_share /
+                                                             (1.0 - image_share)));
+  const auto& buckets = mix.buckets();
+  std::vector<std::int64_t> counts(buckets.size(), 0);
+  for (const bool image : {true, false}) {
+    const auto pool = image ? images : videos;
+    double weight = 0;
+    for (const auto& b : buckets)
+      if (b.is_image() == image) weight += b.probability;
+    std::int64_t given = 0;
+    std::size_t first = buckets.size();
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+      if (buckets[i].is_image() != image) continue;
+      if (first == buckets.size()) first = i;
+      counts[i] = static_cast<std::int64_t>(std::llround(static_cast<double>(pool) * buckets[i].probability / weight));
+      given += counts[i];
+    }
+    if (first < buckets.size()) counts[first] += pool - given;  // the most frequent bucket absorbs the rounding
   }
+  std::vector<sample> out;
+  for (std::size_t i = 0; i < buckets.size(); ++i)
+    for (std::int64_t n = 0; n < counts[i]; ++n)
+      out.push_back(video_sample(out.size(), buckets[i].shape, mix.parameters().attention));
   return out;
 }
 
