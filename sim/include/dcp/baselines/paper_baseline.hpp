@@ -10,11 +10,12 @@
 // fits. Notes: ../shared/research/dcp.md §1.2, §1.3 and §4.2.
 //
 // Simplifications and adaptations:
-//  - Batch size per bucket: the largest count of the bucket's longest sample (in this batch)
-//    that fits at degree 4 with every layer recomputed, at most the bucket's sample count — by
-//    binary search on the cost model, not only powers of two (the profiler doubles). The memory
-//    limit is the cost model's budget unless `memory_fraction` sets VideoSys's cap
-//    (alloc_fraction × GPU memory).
+//  - Batch size per bucket: as VideoSys's profiler, the largest power of two whose batch of the
+//    bucket's longest sample (in this batch) fits at degree 4 with every layer recomputed under
+//    alloc_fraction × GPU memory (`memory_fraction`, 0.70 as argparse), capped at the bucket's
+//    sample count (the profiler has unlimited synthetic data; one real batch does not); with
+//    `power_of_two_batches = false`, the largest count (binary search). `memory_fraction = 0`
+//    uses the cost model's budget instead.
 //  - VideoSys's "global interpolation" (default on for its baseline; the profiler code that does
 //    it is only partly public, dcp.md §1.2): a bucket whose batch time is above the median bucket
 //    batch time gets bs × median / time when that lowers the error (1.5× weight above the
@@ -67,9 +68,11 @@ struct paper_baseline {
   paper_dealing dealing = paper_dealing::random_iterations;
   /// The generator's seed for random_iterations.
   std::uint64_t seed = 0;
-  /// 0: batch sizes fit the cost model's budget; else the profiler's cap as a fraction of the
-  /// GPU memory (VideoSys alloc_fraction).
-  double memory_fraction = 0;
+  /// The profiler's cap as a fraction of the GPU memory (VideoSys alloc_memory_fraction, 0.70
+  /// in argparse); 0: the cost model's budget.
+  double memory_fraction = 0.70;
+  /// The profiler's batch sizes double: powers of two only (false: any count that fits).
+  bool power_of_two_batches = true;
   /// VideoSys's global interpolation (on by default for its baseline): batch sizes of buckets
   /// slower than the median bucket scaled towards the median time.
   bool global_interpolation = true;
@@ -219,6 +222,11 @@ private:
   [[nodiscard]]
   std::size_t batch_size(std::size_t representative, std::size_t count, std::size_t k) const {
     if (!fits(representative, 1, k)) return 0;
+    if (options_.power_of_two_batches) {
+      std::size_t bs = 1;  // the profiler doubles while the next size fits
+      while (bs * 2 <= count && fits(representative, static_cast<std::int64_t>(bs * 2), k)) bs *= 2;
+      return bs;
+    }
     std::size_t low = 1;
     std::size_t high = count + 1;  // does not fit or is past the count
     while (high - low > 1) {
@@ -229,9 +237,13 @@ private:
     return low;
   }
 
+  // The smallest larger degree where the sample fits alone under the profiler's cap, else the
+  // smallest degree from k on where it fits the cost model's budget (VideoSys would mark the
+  // bucket invalid and skip it; nothing is dropped here).
   [[nodiscard]] std::size_t larger_degree(std::size_t sample, std::size_t k) const {
-    for (std::size_t j = k + 1; j < ctx_.degrees().size(); ++j)
-      if (fits(sample, 1, j)) return j;
+    for (const double limit : {limit_, ctx_.budget()})
+      for (std::size_t j = limit == limit_ ? k + 1 : k; j < ctx_.degrees().size(); ++j)
+        if (ctx_.problem().cost.peak_bytes(copies(sample, 1), ctx_.config(j, full_)) <= limit) return j;
     ctx_.throw_does_not_fit(sample);
   }
 
