@@ -11,6 +11,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,13 @@ struct policy_entry {
   std::function<step_plan(std::span<const sample>)> plan;
   std::function<void(std::span<const observation>)> observe{};
   std::string note{};  ///< how the policy was configured for the run, printed beside its row
+  /// Optional admission stage, for a policy that carries samples across steps (WLB-LLM's
+  /// outlier delay): given the batch drawn for a step, returns the batch it trains in that step
+  /// (e.g. the drawn samples minus those it holds, plus held ones it releases), keeping its
+  /// queues in the closure. `run` gives it the drawn samples under run-unique ids and then plans
+  /// and simulates what it returns; every returned sample must be one drawn and not yet trained,
+  /// unchanged. Without it the policy trains the drawn batch as drawn.
+  std::function<std::vector<sample>(std::span<const sample>)> admit{};
 };
 
 /// What a framework would have measured for each micro-step of `plan` in the simulated step:
@@ -77,7 +85,7 @@ inline const std::vector<std::string>& user_static_policies() {
 
 /// Per-step numbers of one policy.
 struct step_record {
-  std::int64_t tokens = 0;
+  std::int64_t tokens = 0;       ///< trained in this step (the admitted batch's, where admitting)
   double step_seconds = 0;       ///< simulated: makespan + gradient synchronisation
   double makespan_seconds = 0;   ///< simulated, micro-steps only
   double bound_seconds = 0;      ///< truth-model lower bound on the micro-steps
@@ -86,6 +94,12 @@ struct step_record {
   std::int64_t oom_events = 0;
   double planning_ms = 0;
   double predicted_seconds = 0;  ///< the planner's own prediction of the makespan
+  // Admission (policy_entry::admit); without it tokens == drawn_tokens and the rest are 0.
+  std::int64_t drawn_tokens = 0;       ///< drawn for this step
+  std::int64_t delayed_tokens = 0;     ///< of `tokens`, those drawn in an earlier step
+  std::int64_t delay_token_steps = 0;  ///< sum over those of tokens x steps waited
+  std::int64_t max_delay_steps = 0;    ///< the longest wait among them
+  std::int64_t queued_tokens = 0;      ///< drawn up to this step and not yet trained, after it
 };
 
 struct policy_result {
@@ -108,6 +122,18 @@ struct policy_result {
   double planning_ms = 0;        ///< median
   double prediction_error = 0;   ///< mean |predicted / simulated makespan - 1|
   sim::step_result first_step{}; ///< the first step's timelines, for figures
+  // Admission, from the steps (a policy without policy_entry::admit trains what is drawn):
+  bool admits = false;                    ///< the entry had an admission stage
+  std::int64_t tokens_drawn = 0;
+  std::int64_t tokens_trained = 0;        ///< what tokens_per_s counts
+  std::int64_t tokens_delayed = 0;        ///< trained in a later step than drawn
+  double delayed_share = 0;               ///< tokens_delayed / tokens_drawn
+  double mean_delay_steps = 0;            ///< token-weighted, over the delayed tokens
+  double mean_delay_steps_per_token = 0;  ///< token-weighted, over every trained token
+  std::int64_t max_delay_steps = 0;
+  /// Drawn but still held when the run ended: never trained, so in neither tokens_trained nor
+  /// tokens_per_s, and their wait is in no delay figure.
+  std::int64_t tokens_queued_at_end = 0;
 };
 
 struct scenario_result {
@@ -146,6 +172,66 @@ inline const policy_result* find(const std::vector<policy_result>& all, std::str
   return nullptr;
 }
 
+/// What an admitting policy drew and has not trained yet, by run-unique id: checks what it
+/// admits and measures how long each sample waited.
+class admission_ledger {
+public:
+  void drawn(std::span<const sample> batch, std::int64_t step) {
+    for (const auto& s : batch) {
+      waiting_.emplace(s.id, pending{step, s});
+      queued_tokens_ += s.tokens;
+    }
+  }
+
+  /// Takes the admitted samples off the ledger and fills the record's admission fields. Throws
+  /// dcp::error naming the policy, step and sample for one not drawn, already trained or changed.
+  void trained(std::span<const sample> admitted, std::int64_t step, const std::string& policy,
+               step_record& record) {
+    for (const auto& s : admitted) {
+      const auto it = waiting_.find(s.id);
+      const auto refuse = [&](const char* why) {
+        throw error("policy '" + policy + "', step " + std::to_string(step) + ": admitted sample id=" +
+                    std::to_string(s.id) + why);
+      };
+      if (it == waiting_.end()) refuse(" was never drawn or is trained already (admitted twice?)");
+      if (!(it->second.drawn == s)) refuse(" differs from the sample drawn under that id");
+      const std::int64_t waited = step - it->second.step;
+      if (waited > 0) {
+        record.delayed_tokens += s.tokens;
+        record.delay_token_steps += s.tokens * waited;
+        record.max_delay_steps = std::max(record.max_delay_steps, waited);
+      }
+      queued_tokens_ -= s.tokens;
+      waiting_.erase(it);
+    }
+    record.queued_tokens = queued_tokens_;
+  }
+
+private:
+  struct pending {
+    std::int64_t step = 0;
+    sample drawn{};
+  };
+  std::unordered_map<std::uint64_t, pending> waiting_;
+  std::int64_t queued_tokens_ = 0;
+};
+
+/// The batch under run-unique ids: every id plus `base`, the ids all earlier steps used (each
+/// step's largest id + 1, summed). Step 0 keeps its ids. Advances `base` past this batch; throws
+/// dcp::error where the ids would pass 2^64 - 1.
+[[nodiscard]] inline std::vector<sample> run_unique(std::span<const sample> batch, std::uint64_t& base) {
+  std::uint64_t largest = 0;
+  for (const auto& s : batch) largest = std::max(largest, s.id);
+  const auto limit = std::numeric_limits<std::uint64_t>::max();
+  if (!batch.empty() && (largest == limit || base > limit - largest - 1))
+    throw error("evaluation::run: run-unique sample ids for an admitting policy pass " + std::to_string(limit) +
+                " (the steps' ids, offset by the ids earlier steps used)");
+  std::vector<sample> out(batch.begin(), batch.end());
+  for (auto& s : out) s.id += base;
+  if (!batch.empty()) base += largest + 1;
+  return out;
+}
+
 }  // namespace detail
 
 /// Fills the summary fields; "static" and "paper-baseline" are the reference policies.
@@ -162,6 +248,22 @@ inline void summarise(scenario_result& result) {
       p.peak_bytes = std::max(p.peak_bytes, s.peak_bytes);
       p.oom_events += s.oom_events;
     }
+    std::int64_t token_steps = 0;
+    p.tokens_drawn = p.tokens_trained = p.tokens_delayed = p.max_delay_steps = 0;
+    for (const auto& s : p.steps) {
+      p.tokens_drawn += s.drawn_tokens;
+      p.tokens_trained += s.tokens;
+      p.tokens_delayed += s.delayed_tokens;
+      token_steps += s.delay_token_steps;
+      p.max_delay_steps = std::max(p.max_delay_steps, s.max_delay_steps);
+    }
+    const auto ratio_of = [](std::int64_t a, std::int64_t b) {
+      return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
+    p.delayed_share = ratio_of(p.tokens_delayed, p.tokens_drawn);
+    p.mean_delay_steps = ratio_of(token_steps, p.tokens_delayed);
+    p.mean_delay_steps_per_token = ratio_of(token_steps, p.tokens_trained);
+    p.tokens_queued_at_end = p.steps.empty() ? 0 : p.steps.back().queued_tokens;
     const auto n = static_cast<double>(std::max<std::size_t>(p.steps.size(), 1));
     p.median_step_s = detail::median(step_s);
     p.mean_step_s = std::accumulate(step_s.begin(), step_s.end(), 0.0) / n;
@@ -203,13 +305,28 @@ inline void summarise(scenario_result& result) {
 
 /// Runs every policy on the scenario's steps. `progress(done, total)` is called after each
 /// (step, policy) pair.
+///
+/// A policy with an admission stage (policy_entry::admit) receives each step's drawn batch
+/// under run-unique ids (`detail::run_unique`: step t's ids offset by the ids steps 0..t-1
+/// used, so a sample held from an earlier step never shares an id with one drawn later) and
+/// trains what it returns: that batch is planned, simulated and bounded, its tokens are the
+/// step's, and its planning time includes the admission's. What it still holds after the last
+/// step is reported (tokens_queued_at_end), never trained.
 [[nodiscard]]
 inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& policies,
                            const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {
   scenario_result result;
   result.name = sc.name;
   result.gpus = sc.cluster.gpus;
-  for (const auto& p : policies) result.policies.push_back({p.name, {}, p.note});
+  for (const auto& p : policies) {
+    result.policies.push_back({p.name, {}, p.note});
+    result.policies.back().admits = static_cast<bool>(p.admit);
+  }
+  const bool any_admits = std::any_of(policies.begin(), policies.end(), [](const policy_entry& p) {
+    return static_cast<bool>(p.admit);
+  });
+  std::vector<detail::admission_ledger> ledgers(policies.size());
+  std::uint64_t id_base = 0;
   const sim::truth_model truth(sc.model, sc.cluster, sc.training);
   const auto total = sc.steps * static_cast<std::int64_t>(policies.size());
   std::int64_t done = 0;
@@ -220,25 +337,41 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
     std::int64_t tokens = 0;
     for (const auto& s : batch) tokens += s.tokens;
     const double bound = sim::truth_lower_bound_seconds(batch, truth);
+    const auto unique = any_admits ? detail::run_unique(batch, id_base) : std::vector<sample>{};
     for (std::size_t k = 0; k < policies.size(); ++k) {
+      step_record record;
+      record.drawn_tokens = tokens;
       const auto start = std::chrono::steady_clock::now();
-      const auto plan = policies[k].plan(batch);
+      std::vector<sample> admitted;
+      if (policies[k].admit) {
+        ledgers[k].drawn(unique, step);
+        admitted = policies[k].admit(unique);
+        ledgers[k].trained(admitted, step, policies[k].name, record);
+        validate_batch(admitted);
+        for (const auto& s : admitted) record.tokens += s.tokens;
+      }
+      const std::span<const sample> trained = policies[k].admit ? std::span<const sample>(admitted)
+                                                                : std::span<const sample>(batch);
+      const auto plan = policies[k].plan(trained);
       const double planning_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       sim::sim_options options;
       options.seed = seed * 1000003ull + k;
-      auto simulated = sim::simulate(plan, batch, truth, options);
-      step_record record;
-      record.tokens = tokens;
+      auto simulated = sim::simulate(plan, trained, truth, options);
+      if (policies[k].admit) {
+        record.bound_seconds = sim::truth_lower_bound_seconds(trained, truth);
+      } else {
+        record.tokens = tokens;
+        record.bound_seconds = bound;
+      }
       record.step_seconds = simulated.step_seconds;
       record.makespan_seconds = simulated.makespan_seconds;
-      record.bound_seconds = bound;
       record.idle_fraction = simulated.idle_fraction;
       record.peak_bytes = simulated.peak_bytes;
       record.oom_events = simulated.oom_events;
       record.planning_ms = planning_ms;
       record.predicted_seconds = plan.makespan_seconds;
-      if (policies[k].observe) policies[k].observe(observations_of(plan, batch, simulated));
+      if (policies[k].observe) policies[k].observe(observations_of(plan, trained, simulated));
       auto& out = result.policies[k];
       out.steps.push_back(record);
       if (step == 0) out.first_step = std::move(simulated);
