@@ -31,6 +31,14 @@ namespace gpus {
 [[nodiscard]] inline gpu_spec h100_sxm() { return {"H100-SXM", 989.4e12, 79.6 * gib, 3.35e12}; }
 /// H200 SXM 141 GB: same compute as H100, 4.8 TB/s; the driver reports ~140 GiB.
 [[nodiscard]] inline gpu_spec h200_sxm() { return {"H200-SXM", 989.4e12, 140.0 * gib, 4.8e12}; }
+/// A100 SXM4 40 GB (NVIDIA A100 Tensor Core GPU datasheet): 312 TFLOP/s dense BF16, 40 GB HBM2
+/// at 1,555 GB/s; the driver reports 40,960 MiB = 40 GiB [R]. Its NVLink (600 GB/s
+/// bidirectional, 300 per direction) is the cluster's: see a100_nvlink_bandwidth.
+[[nodiscard]] inline gpu_spec a100_sxm_40gb() { return {"A100-SXM4-40GB", 312e12, 40.0 * gib, 1.555e12}; }
+/// All-to-all bus bandwidth of A100's NVLink 3 (12 links, 300 GB/s per direction, datasheet):
+/// the H100 ratio of nccl-tests' non-all-reduce busbw to line rate (370 / 450, nccl-tests#212)
+/// applied to 300 GB/s [D]. For cluster_spec::nvlink_bandwidth.
+inline constexpr double a100_nvlink_bandwidth = 300e9 * 370.0 / 450.0;
 }  // namespace gpus
 
 /// `gpus` GPUs in nodes of `gpus_per_node`, with an NVSwitch domain per node and one NIC per GPU.

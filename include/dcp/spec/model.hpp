@@ -200,6 +200,23 @@ namespace models {
   return {"Qwen2.5-72B", model_family::decoder_lm, 80, 8192, 64, 8, 29568, 152064,
           mlp_kind::swiglu, true, attention_kind::causal, 0, 0};
 }
+/// The GPT of Megatron-LM's dynamic-context-parallel benchmark (dev branch,
+/// examples/dynamic_context_parallel/benchmark_dcp.sh: NUM_LAYERS 12, HIDDEN_SIZE 2048,
+/// FFN_HIDDEN_SIZE 8192, NUM_ATTENTION_HEADS 16, VOCAB_SIZE 131072): Megatron's GPT defaults,
+/// GELU MLP, biases on every linear, multi-head attention. Megatron ties the embedding and the
+/// output layer by default and uses LayerNorm; model_spec counts an untied head and RMSNorm
+/// weights, so total_params() is 1.14 B where the benchmark's model has ~0.89 B.
+[[nodiscard]] inline model_spec megatron_dcp_benchmark_gpt() {
+  return {"Megatron-DCP-bench-GPT", model_family::decoder_lm, 12, 2048, 16, 16, 8192, 131072,
+          mlp_kind::gelu, true, attention_kind::causal, 0, 0};
+}
+/// GPT-7B as FlexSP (arXiv 2412.01523) evaluates it; the paper gives no shape, so GPT-3 6.7B's
+/// (Brown et al. 2020, Table 2.1: 32 layers, d_model 4096, 32 heads of 128) with a 4h GELU MLP
+/// and the GPT-2 vocabulary of 50,257 (Galvatron's GPT models are Hugging Face GPT-2 classes).
+[[nodiscard]] inline model_spec gpt_7b() {
+  return {"GPT-7B", model_family::decoder_lm, 32, 4096, 32, 32, 16384, 50257,
+          mlp_kind::gelu, true, attention_kind::causal, 0, 0};
+}
 /// OpenSora 1.2 STDiT3-XL/2: 28 spatial + 28 temporal blocks, hidden 1152, 16 heads, GELU MLP
 /// ratio 4, cross-attention to 300 T5 tokens of width 4096.
 [[nodiscard]] inline model_spec stdit3_xl() {
