@@ -4,6 +4,7 @@
 // configure (user_static.hpp; docs/baselines.md).
 
 #include "dcp/baselines/flexsp_like.hpp"
+#include "dcp/baselines/megatron_dp_balanced.hpp"
 #include "dcp/baselines/megatron_dynamic_cp.hpp"
 #include "dcp/baselines/paper_baseline.hpp"
 #include "dcp/baselines/verl_balanced_dp.hpp"
