@@ -32,11 +32,13 @@ struct sim_options_cli {
   std::int64_t context = 65536;
   bool context_given = false;
   std::int64_t steps = 50;
+  bool steps_given = false;
   std::uint64_t seed = 1;
   std::vector<std::string> policies{};  ///< empty: all
   bool json = false;
   std::optional<std::string> out{};
   std::optional<std::string> plan{};
+  bool fidelity = false;  ///< re-enact the published protocols (docs/fidelity.md)
   bool help = false;
 };
 
@@ -72,6 +74,11 @@ Options (defaults in brackets):
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)
                       on the batch it was made for (--file, or the first step's batch);
                       refused, naming what differs, when its ids or tokens are another batch's
+  --fidelity          re-enact published benchmarks (Megatron-Core dynamic CP, FlexSP) on the
+                      truth model: published vs simulated speedup, step times, and whether
+                      each is within 15 %, else the mechanism that explains the miss
+                      (docs/fidelity.md); takes only --json, --steps (shortens every protocol
+                      to N steps) and --seed
   --help
 
 All times are from a model of the hardware (docs/simulator.md), not from GPUs.
@@ -129,7 +136,10 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     } else if (flag == "--context") {
       o.context = detail::parse_integer<std::int64_t>(flag, next(), 1);
       o.context_given = true;
-    } else if (flag == "--steps") o.steps = detail::parse_integer<std::int64_t>(flag, next(), 1, 100000);
+    } else if (flag == "--steps") {
+      o.steps = detail::parse_integer<std::int64_t>(flag, next(), 1, 100000);
+      o.steps_given = true;
+    } else if (flag == "--fidelity") o.fidelity = true;
     else if (flag == "--seed") o.seed = detail::parse_integer<std::uint64_t>(flag, next(), 0);
     else if (flag == "--policies") {
       std::string_view list = next();
@@ -146,6 +156,9 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     else throw usage_error("unknown option '" + std::string(args[n]) + "'");
   }
   if (o.video_csv && !o.file) throw usage_error("--video-csv needs --file");
+  if (o.fidelity && (o.model_given || o.workload_given || o.file || o.plan || o.out || !o.policies.empty() ||
+                     o.tokens_given || o.context_given))
+    throw usage_error("--fidelity re-enacts fixed published protocols; it takes only --json, --steps and --seed");
   return o;
 }
 

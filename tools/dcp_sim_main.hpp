@@ -34,6 +34,7 @@
 #include "dcp/workload/video_mix.hpp"
 #include "cli_common.hpp"
 #include "dcp_sim_cli.hpp"
+#include "dcp_sim_fidelity.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
@@ -444,6 +445,13 @@ inline int sim_main(std::span<const std::string_view> args, std::ostream& out, s
       return 0;
     }
     if (o.plan) return evaluate_external_plan(o, out);
+    if (o.fidelity) {
+      const auto report = evaluation::run_fidelity({.steps = o.steps_given ? o.steps : 0, .seed = o.seed});
+      if (o.json) write_fidelity_json(out, report);
+      else print_fidelity(out, report);
+      finish_output(out);
+      return 0;
+    }
     const auto scenarios = make_scenarios(o);
     std::vector<evaluation::scenario_result> results;
     for (const auto& sc : scenarios) {

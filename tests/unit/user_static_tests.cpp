@@ -1,6 +1,8 @@
 // The static layouts users configure (baselines/user_static.hpp and user_static_rules.hpp) and
 // how dcp-sim reports them: valid plans, one degree for the run, windows within the context
 // length, round-robin dealing, within memory under the truth model; the tool's new fields.
+// Megatron's fixed-CP dp_balanced packing (baselines/megatron_dp_balanced.hpp) and the
+// published-protocol fidelity scenarios (evaluation/fidelity.hpp, dcp-sim --fidelity).
 
 #include <doctest/doctest.h>
 
@@ -17,6 +19,7 @@
 
 #include "dcp/baselines/baselines.hpp"
 #include "dcp/dcp.hpp"
+#include "dcp/evaluation/fidelity.hpp"
 #include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_model.hpp"
 #include "dcp/workload/batch.hpp"
@@ -251,4 +254,97 @@ TEST_CASE("Tool.Sim.writes_a_timeline_for_every_policy") {
     CHECK(std::filesystem::exists(dir / (std::string("stdit3-xl_opensora-timeline-") + name + ".svg")));
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Baselines.MegatronDpBalanced.splits_the_last_packs_until_the_count_is_a_multiple_of_dp") {
+  // DpBalancedScheduler: the last pack of more than one sample gives up its last sample, from
+  // the end backwards, one new pack per move.
+  std::vector<std::vector<std::size_t>> packs{{0, 1}, {2, 3}, {4}};
+  baselines::detail::split_packs_to_multiple(packs, 4);
+  CHECK(packs == std::vector<std::vector<std::size_t>>{{0, 1}, {2}, {4}, {3}});
+  packs = {{0, 1, 2}, {3}};
+  baselines::detail::split_packs_to_multiple(packs, 4);
+  CHECK(packs == std::vector<std::vector<std::size_t>>{{0}, {3}, {2}, {1}});  // upstream asserts (first pack)
+  packs = {{0}, {1}};
+  baselines::detail::split_packs_to_multiple(packs, 4);  // nothing left to split: upstream asserts
+  CHECK(packs.size() == 2);
+}
+
+TEST_CASE("Baselines.MegatronDpBalanced.places_every_sample_once_at_cp_4_in_a_multiple_of_dp_packs") {
+  const auto model = models::megatron_dcp_benchmark_gpt();
+  const auto training = evaluation::megatron_dcp_training();
+  for (std::int64_t gpus : {4, 16, 64}) {
+    const auto cluster = evaluation::megatron_dcp_cluster(gpus);
+    const analytic_cost_model cost(model, cluster, training);
+    const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_dp_balanced> scheduler(
+        cost, varlen_buckets{}, pyramid_recompute{}, megatron_dp_balanced{});
+    const sim::truth_model truth(model, cluster, training);
+    const auto dp = gpus / 4;
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+      CAPTURE(gpus);
+      CAPTURE(seed);
+      const auto batch = evaluation::megatron_dcp_batch(gpus, seed);
+      REQUIRE(static_cast<std::int64_t>(batch.size()) == dp * 8);
+      const auto plan = scheduler.plan(batch);
+      std::map<std::uint64_t, std::int64_t> tokens_of;
+      for (const auto& s : batch) tokens_of[s.id] = s.tokens;
+      std::multiset<std::uint64_t> seen;
+      std::map<std::int64_t, std::int64_t> packs_of_group;
+      for (const auto& m : plan.micro_steps) {
+        CHECK(m.config.degree == 4);
+        CHECK(m.config.recompute == recompute_setting::none());
+        CHECK(m.first_rank % 4 == 0);
+        CHECK((m.tokens <= 2048 * 4 || m.sample_ids.size() == 1));
+        ++packs_of_group[m.first_rank / 4];
+        for (auto id : m.sample_ids) seen.insert(id);
+      }
+      CHECK(seen.size() == batch.size());
+      for (const auto& s : batch) CHECK(seen.count(s.id) == 1);
+      CHECK(static_cast<std::int64_t>(plan.micro_steps.size()) % dp == 0);
+      // Pack p runs on DP rank p mod DP: every rank runs the same number of packs.
+      CHECK(static_cast<std::int64_t>(packs_of_group.size()) == dp);
+      for (const auto& [group, count] : packs_of_group)
+        CHECK(count == static_cast<std::int64_t>(plan.micro_steps.size()) / dp);
+      CHECK(sim::simulate(plan, batch, truth, {}).oom_events == 0);
+    }
+  }
+}
+
+TEST_CASE("Evaluation.Fidelity.trimmed_mean_follows_the_benchmark_script") {
+  std::vector<double> values;
+  for (int i = 1; i <= 30; ++i) values.push_back(i);
+  CHECK(evaluation::trimmed_mean(values, 10) == doctest::Approx(20.5));  // 11..30, 13..28 kept
+  CHECK(evaluation::trimmed_mean(values, 0, 0.0) == doctest::Approx(15.5));
+  CHECK(evaluation::trimmed_mean(values, 30) == 0.0);
+}
+
+TEST_CASE("Tool.Sim.fidelity_gives_published_and_simulated_ratios_and_a_verdict_or_a_reason") {
+  const auto json = run_sim({"--fidelity", "--json", "--steps", "2"});
+  REQUIRE(json.status == 0);
+  for (const auto* name : {"\"name\":\"megatron-dynamic-cp\"", "\"name\":\"flexsp\""})
+    CHECK_MESSAGE(json.out.find(name) != std::string::npos, name);
+  const auto number_after = [](const std::string& row, const std::string& field) {
+    const auto at = row.find("\"" + field + "\":");
+    REQUIRE_MESSAGE(at != std::string::npos, field);
+    return std::stod(row.substr(at + field.size() + 3));
+  };
+  std::size_t rows = 0;
+  for (auto at = json.out.find("{\"setting\":"); at != std::string::npos; ++rows) {
+    const auto next = json.out.find("{\"setting\":", at + 1);
+    const auto row = json.out.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    CAPTURE(row);
+    CHECK(number_after(row, "published_ratio") > 0);
+    CHECK(number_after(row, "simulated_ratio") > 0);
+    const bool within = row.find("\"within_15_percent\":true") != std::string::npos;
+    const bool reason = row.find("\"reason\":\"\"") == std::string::npos;
+    CHECK((within || reason));
+    CHECK(number_after(row, "oom_events") == 0);
+    at = next;
+  }
+  CHECK(rows == 7);  // five Megatron GPU counts, two FlexSP rows
+  const auto table = run_sim({"--fidelity", "--steps", "2"});
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("published") != std::string::npos);
+  CHECK(table.out.find("+-15 %") != std::string::npos);
+  CHECK(run_sim({"--fidelity", "--model", "llama3-8b"}).status == 2);
 }
