@@ -66,11 +66,11 @@ template <cost_model Cost>
   const auto shared = std::make_shared<state>(
       state{scheduler_t(cost, varlen_buckets{}, pyramid_recompute{}, options.wlb),
             baselines::wlb_outlier_queues(thresholds), options.micro_batches});
-  std::string note = "outlier delay (WLB-LLM section 4): levels from";
+  std::string note = "outlier delay (WLB-LLM section 4) of text documents, video never held: levels from";
   for (std::size_t i = 0; i < thresholds.size(); ++i) note += (i ? ", " : " ") + std::to_string(thresholds[i]);
-  note += " tokens (ours: the paper's are tuned on its data and unpublished), a level released when it holds N = " +
+  note += " tokens (ours: the paper's are tuned on its data and unpublished), a level released when it holds " +
           (options.micro_batches > 0 ? std::to_string(options.micro_batches)
-                                     : std::string("the first step's micro-batches")) +
+                                     : std::string("N (the micro-batches of the first step's plan)")) +
           " documents; what is still queued at the end is not trained";
   policy_entry entry;
   entry.name = std::move(name);
