@@ -227,6 +227,27 @@ TEST_CASE("Cost.Analytic.caption_work_runs_whole_on_every_gpu_of_the_group") {
   CHECK(wan.caption_seconds(clip, at(8)) == wan.caption_seconds(clip, at(1)));
 }
 
+TEST_CASE("Cost.Analytic.caption_keys_and_values_are_kept_whole_on_every_gpu") {
+  // Per sample: 4h bytes per caption token per block that keeps its activations (the caption's
+  // K and V in BF16), plus 2 x 4096 + 6h once (the embedder's input, hidden layer and output).
+  const analytic_cost_model m(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()));
+  const double h = 1152, text = 300;
+  for (std::int64_t d : {1, 8}) {
+    for (std::int32_t r : {0, 20, 56}) {
+      CAPTURE(d);
+      CAPTURE(r);
+      const auto c = at(d, r == 0 ? recompute_setting::none() : recompute_setting::partial(r));
+      const double kv_blocks = 56.0 - r + (r > 0 ? 1.0 : 0.0);
+      const double per_sample = text * (kv_blocks * 4.0 * h + 2.0 * 4096 + 6.0 * h);
+      const auto s = clips_480p_16_frames(3);
+      CHECK(m.peak_bytes(s, c) - m.peak_bytes(without_samples(s), c) ==
+            doctest::Approx(3.0 * per_sample).epsilon(1e-9));
+    }
+  }
+  // 81.9 MB per sample when no block is recomputed.
+  CHECK(detail::caption_activation_bytes_per_sample(m.model(), 0) == doctest::Approx(81.9456e6));
+}
+
 TEST_CASE("Cost.Analytic.dit_recompute_leaves_the_caption_projections_to_the_caption") {
   // A recomputed block repeats its forward over the video tokens with every block weight but
   // the cross-attention k and v (which act on the caption, recomputed in caption_seconds).
@@ -263,6 +284,7 @@ TEST_CASE("Cost.Analytic.decoder_lm_has_no_caption_work") {
     }
   }
   CHECK(detail::caption_flops_per_text_token(m.model(), 32) == 0.0);
+  CHECK(detail::caption_activation_bytes_per_sample(m.model(), 0) == 0.0);
   CHECK(detail::recomputed_params_per_token_block(m.model()) == m.model().block_params());
   // Full recompute adds 2 x block params per token per layer: dense work x (6N + 2 L B) / 6N.
   const micro_batch_shape dense{1, 32768, 32768, 0.0};

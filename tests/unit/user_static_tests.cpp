@@ -191,6 +191,53 @@ TEST_CASE("Baselines.UserStatic.video_windows_hold_one_grid_and_stay_within_memo
     for (auto id : step.sample_ids) CHECK(grid_of.at(id) == grid_of.at(step.sample_ids.front()));
 }
 
+TEST_CASE("Baselines.UserStatic.megatron_caps_packed_samples_when_full_windows_of_images_fit_no_degree") {
+  // STDiT3: a 432,000-token window packed with 3,000 144p images holds 3,000 captions' K and V
+  // in every block, more than any degree's GPUs hold with selective recompute; the user caps
+  // the samples per window (--thd-max-packed-sequences) at the largest power of two that fits.
+  const auto model = models::stdit3_xl();
+  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+  const sim::truth_model truth(model, cluster, training_spec{});
+  const auto kinds = tool::sim_detail::sample_kinds_of("opensora", context);
+  const auto chosen = megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::selective,
+                                           4'000'000, truth_peak(truth), truth.capacity_bytes());
+  const auto cap = chosen.layout.max_packed_sequences;
+  REQUIRE(cap > 0);
+  CHECK((cap & (cap - 1)) == 0);
+  CHECK(chosen.reason.find("--thd-max-packed-sequences") != std::string::npos);
+  const auto setting = recompute_setting::selective_only();
+  const sample image = *std::min_element(kinds.begin(), kinds.end(),
+                                         [](const sample& a, const sample& b) { return a.tokens < b.tokens; });
+  const auto window = chosen.layout.seq_length;
+  const auto copies = [&](std::int64_t n) {
+    const auto one = micro_batch_shape::of(image);
+    return micro_batch_shape{n * one.samples, n * one.tokens, one.longest, static_cast<double>(n) * one.attention_pairs};
+  };
+  const execution_config at{chosen.layout.context_parallel_size, sequence_parallel::ulysses, setting};
+  CHECK(truth.peak_bytes(copies(cap), at) <= truth.capacity_bytes());
+  // Twice the cap fits no degree the rule could take (that is why it halved it); degrees that
+  // would leave data-parallel groups without a window's share of the step are not taken.
+  const auto degrees = allowed_degrees(model, cluster, sequence_parallel::ulysses);
+  for (auto d : degrees) {
+    if (d < degrees.back() && (cluster.gpus / d) * window > 4'000'000) continue;
+    const execution_config c{d, sequence_parallel::ulysses, setting};
+    if (2 * cap <= window / image.tokens) CHECK(truth.peak_bytes(copies(2 * cap), c) > truth.capacity_bytes());
+  }
+  // The policy closes a window at the cap.
+  const auto batch = video_batch(3);
+  const analytic_cost_model cost(model, cluster, training_spec{});
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_static> scheduler(
+      cost, varlen_buckets{}, pyramid_recompute{}, chosen.layout);
+  for (const auto& step : scheduler.plan(batch).micro_steps) CHECK(static_cast<std::int64_t>(step.sample_ids.size()) <= cap);
+  // Text windows never need the cap.
+  const sim::truth_model llama(models::llama3_8b(), cluster, training_spec{});
+  const auto text = megatron_user_layout(models::llama3_8b(), cluster, training_spec{},
+                                         tool::sim_detail::sample_kinds_of("wikipedia", context),
+                                         recompute_granularity::selective, 1'000'000, truth_peak(llama),
+                                         llama.capacity_bytes());
+  CHECK(text.layout.max_packed_sequences == 0);
+}
+
 TEST_CASE("Baselines.UserStatic.the_rule_takes_the_next_degree_where_one_runs_out_of_memory") {
   const auto model = models::llama3_8b();
   const auto cluster = hgx_cluster(4, gpus::h200_sxm());
@@ -341,7 +388,7 @@ TEST_CASE("Tool.Sim.fidelity_gives_published_and_simulated_ratios_and_a_verdict_
     CHECK(number_after(row, "oom_events") == 0);
     at = next;
   }
-  CHECK(rows == 7);  // five Megatron GPU counts, two FlexSP rows
+  CHECK(rows == 10);  // five Megatron GPU counts, two FlexSP rows, three VideoSys variants
   const auto table = run_sim({"--fidelity", "--steps", "2"});
   REQUIRE(table.status == 0);
   CHECK(table.out.find("published") != std::string::npos);

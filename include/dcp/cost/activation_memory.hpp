@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "dcp/cost/caption_work.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/training.hpp"
@@ -53,8 +54,9 @@ struct logits_memory {
   double bytes_per_entry = 6;        ///< BF16 logits + FP32 upcast
 };
 
-/// Activations, FlashAttention backward transients, logits and sequence-parallel buffers on one
-/// GPU of a group running `s` with config `c` (§4.2, §4.3).
+/// Activations, FlashAttention backward transients, logits, sequence-parallel buffers and, for
+/// a DiT, the caption's saved tensors on one GPU of a group running `s` with config `c` (§4.2,
+/// §4.3).
 [[nodiscard]]
 inline double activation_bytes_per_gpu(const model_spec& model, const micro_batch_shape& s,
                                        const execution_config& c,
@@ -84,6 +86,10 @@ inline double activation_bytes_per_gpu(const model_spec& model, const micro_batc
     bytes += c.sp == sequence_parallel::ulysses ? 2.0 * n * (h + 2.0 * h_kv) * 2.0
                                                 : 2.0 * n * 2.0 * h_kv * 2.0;
   }
+  // The caption's embedding and K/V, whole on every GPU of the group (caption_work.hpp).
+  if (model.has_cross_attention())
+    bytes += static_cast<double>(s.samples) *
+             caption_activation_bytes_per_sample(model, c.recompute.layers);
   return bytes;
 }
 

@@ -47,4 +47,24 @@ inline std::int64_t recomputed_params_per_token_block(const model_spec& model) n
   return 6.0 * kv * layers + 2.0 * kv * recomputed + embedder;
 }
 
+/// Bytes per sample that the caption keeps for backward on each GPU of the group (BF16, the
+/// Korthikanti accounting of §4.2 applied to the caption's tensors):
+///  - per block that keeps its activations: K and V of the caption, 2h values per caption token
+///    (the kv_linear output FlashAttention saves for its backward, attentions.py), 4h bytes;
+///    a fully recomputed block keeps only its inputs (the caption embedding is one of them,
+///    counted below), and the block being recomputed holds its K and V once more;
+///  - once: the embedder's input (text_embed_dim values, kept for the first layer's weight
+///    gradient), its hidden layer before and after the GELU (h values each) and the caption
+///    embedding every block reads (h values): 2 text_embed_dim + 6h bytes per caption token.
+[[nodiscard]] inline double caption_activation_bytes_per_sample(
+    const model_spec& model, std::int64_t recomputed_layers) noexcept {
+  if (!model.has_cross_attention()) return 0.0;
+  const double h = static_cast<double>(model.hidden);
+  const double text = static_cast<double>(model.text_tokens);
+  const double kv_blocks = static_cast<double>(model.layers - recomputed_layers) +
+                           (recomputed_layers > 0 ? 1.0 : 0.0);
+  const double embedder = 2.0 * static_cast<double>(model.text_embed_dim) + 6.0 * h;
+  return text * (kv_blocks * 4.0 * h + embedder);
+}
+
 }  // namespace dcp::detail

@@ -11,7 +11,8 @@
 //    open window closes it and opens the next; packed-sequence training, THD format); window w
 //    goes to data-parallel group w mod (GPUs / d), as Megatron's pretraining sampler deals a
 //    global batch; the groups run their windows back to back and meet at the gradient
-//    all-reduce (the step's barrier). With a Ulysses scenario the CP group exchanges by
+//    all-reduce (the step's barrier). `--thd-max-packed-sequences n` (Megatron-LM dev: caps the
+//    real sequences per packed bin) closes a window at n samples. With a Ulysses scenario the CP group exchanges by
 //    all-to-all (`--cp-comm-type a2a`); with ring, by ring attention (p2p, the default).
 //  - ulysses_static: DeepSpeed-Ulysses with `sequence_parallel_size d` and token-based
 //    batching: a micro-batch takes samples in arrival order until the next would pass the
@@ -62,6 +63,8 @@ struct megatron_static {
   std::int64_t context_parallel_size = 1;  ///< `--context-parallel-size`
   std::int64_t seq_length = 0;             ///< `--seq-length`: tokens of one packed window
   recompute_granularity recompute = recompute_granularity::full;  ///< `--recompute-granularity`
+  /// `--thd-max-packed-sequences`: at most this many samples per window; 0: no limit.
+  std::int64_t max_packed_sequences = 0;
 
   template <cost_model M, recompute_strategy<M> R>
   [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
@@ -86,9 +89,11 @@ struct ulysses_static {
 namespace detail {
 
 /// Packs the problem's samples in arrival (id) order into micro-batches of at most `limit`
-/// tokens, one open pack per bucket label; packs in the order they were opened.
+/// tokens (and at most `max_samples` samples, 0: any), one open pack per bucket label; packs in
+/// the order they were opened.
 template <class Context>
-[[nodiscard]] std::vector<std::vector<std::size_t>> pack_in_arrival_order(const Context& ctx, std::int64_t limit) {
+[[nodiscard]] std::vector<std::vector<std::size_t>> pack_in_arrival_order(const Context& ctx, std::int64_t limit,
+                                                                          std::int64_t max_samples = 0) {
   std::vector<std::size_t> order(ctx.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   const auto& samples = ctx.problem().samples;
@@ -100,7 +105,8 @@ template <class Context>
     const auto label = ctx.bucket(i);
     const auto tokens = samples[i].tokens;
     auto at = std::find_if(open.begin(), open.end(), [&](const auto& o) { return o.first == label; });
-    if (at != open.end() && pack_tokens[at->second] + tokens <= limit) {
+    if (at != open.end() && pack_tokens[at->second] + tokens <= limit &&
+        (max_samples < 1 || static_cast<std::int64_t>(packs[at->second].size()) < max_samples)) {
       packs[at->second].push_back(i);
       pack_tokens[at->second] += tokens;
       continue;
@@ -152,11 +158,16 @@ template <cost_model M, recompute_strategy<M> R>
       throw invalid_spec("megatron-static: seq_length = " + std::to_string(seq_length) + ", must be >= 1");
     const auto k = detail::fixed_degree_index(ctx, name(), "context_parallel_size", context_parallel_size);
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, std::string(name())};
-    const auto windows = detail::pack_in_arrival_order(ctx, seq_length);
+    if (max_packed_sequences < 0)
+      throw invalid_spec("megatron-static: max_packed_sequences = " + std::to_string(max_packed_sequences) +
+                         ", must be >= 0 (0: no limit)");
+    const auto windows = detail::pack_in_arrival_order(ctx, seq_length, max_packed_sequences);
     return detail::deal_round_robin(
         ctx, k, windows, setting_of(recompute, problem.cost.model().layers),
         std::string(name()) + " (CP " + std::to_string(context_parallel_size) + ", " + std::to_string(seq_length) +
-            "-token windows, " + std::string(to_string(recompute)) + " recompute, round-robin)");
+            "-token windows" +
+            (max_packed_sequences > 0 ? " of at most " + std::to_string(max_packed_sequences) + " samples" : "") +
+            ", " + std::string(to_string(recompute)) + " recompute, round-robin)");
   });
 }
 

@@ -45,19 +45,23 @@ struct user_layout {
 
 namespace detail {
 
-/// The shape of as many copies of `kind` as `limit` tokens hold (at least one).
-[[nodiscard]] inline micro_batch_shape copies_within(const sample& kind, std::int64_t limit) {
+/// The shape of as many copies of `kind` as `limit` tokens hold (at least one, at most
+/// `max_samples` when > 0).
+[[nodiscard]] inline micro_batch_shape copies_within(const sample& kind, std::int64_t limit,
+                                                     std::int64_t max_samples = 0) {
   const auto one = micro_batch_shape::of(kind);
-  const auto count = std::max<std::int64_t>(1, limit / std::max<std::int64_t>(kind.tokens, 1));
+  auto count = std::max<std::int64_t>(1, limit / std::max<std::int64_t>(kind.tokens, 1));
+  if (max_samples > 0) count = std::min(count, max_samples);
   return {count * one.samples, count * one.tokens, one.longest, static_cast<double>(count) * one.attention_pairs};
 }
 
 template <class Peak>
 [[nodiscard]] double worst_peak(const std::vector<sample>& kinds, std::int64_t limit, const execution_config& config,
-                                const Peak& peak) {
+                                const Peak& peak, std::int64_t max_samples = 0) {
   double worst = 0;
   for (const auto& kind : kinds)
-    if (kind.tokens <= limit) worst = std::max(worst, static_cast<double>(peak(copies_within(kind, limit), config)));
+    if (kind.tokens <= limit)
+      worst = std::max(worst, static_cast<double>(peak(copies_within(kind, limit, max_samples), config)));
   return worst;
 }
 
@@ -82,14 +86,15 @@ template <class Peak>
                                                    const std::vector<sample>& kinds, std::int64_t limit,
                                                    sequence_parallel sp, recompute_setting setting,
                                                    const Peak& peak, double capacity_bytes, std::string_view who,
-                                                   std::int64_t gpus, std::int64_t batch_tokens, std::string& tried) {
+                                                   std::int64_t gpus, std::int64_t batch_tokens, std::string& tried,
+                                                   std::int64_t max_samples = 0) {
   for (auto d : degrees) {
     if (batch_tokens > 0 && d < degrees.back() && (gpus / d) * limit > batch_tokens) {
       tried += (tried.empty() ? "" : ", ") + std::to_string(d) + " would leave data-parallel groups without a " +
                std::to_string(limit) + "-token share of the " + std::to_string(batch_tokens) + "-token step";
       continue;
     }
-    const double bytes = worst_peak(kinds, limit, execution_config{d, sp, setting}, peak);
+    const double bytes = worst_peak(kinds, limit, execution_config{d, sp, setting}, peak, max_samples);
     if (bytes <= capacity_bytes) return d;
     tried += (tried.empty() ? "" : ", ") + std::to_string(d) + " would run out of memory (" + gib_of(bytes) + ")";
   }
@@ -108,18 +113,41 @@ template <class Peak>
                                                                 std::int64_t batch_tokens, const Peak& peak,
                                                                 double capacity_bytes) {
   const auto window = detail::longest_tokens(kinds);
+  const auto degrees = allowed_degrees(model, cluster, training.sp);
+  const auto setting = setting_of(recompute, model.layers);
+  // A window packed full of the shortest kind may need more memory than the longest sample
+  // (per-sample state such as a DiT's caption activations): then the user caps the samples
+  // per window (`--thd-max-packed-sequences`), halving from the most the window can hold
+  // until some degree fits. Without such a cap, the first attempt decides.
+  std::int64_t most = 1;
+  for (const auto& k : kinds) most = std::max(most, window / std::max<std::int64_t>(k.tokens, 1));
+  std::int64_t cap = 0;  // no limit
   std::string tried;
-  const auto degree = detail::smallest_fitting_degree(
-      allowed_degrees(model, cluster, training.sp), kinds, window, training.sp, setting_of(recompute, model.layers),
-      peak, capacity_bytes, "megatron-static", cluster.gpus, batch_tokens, tried);
-  const execution_config config{degree, training.sp, setting_of(recompute, model.layers)};
+  std::int64_t degree = 0;
+  for (;;) {
+    try {
+      tried.clear();
+      degree = detail::smallest_fitting_degree(degrees, kinds, window, training.sp, setting, peak, capacity_bytes,
+                                               "megatron-static", cluster.gpus, batch_tokens, tried, cap);
+      break;
+    } catch (const invalid_spec&) {
+      std::int64_t next = 1;  // the largest power of two below the current limit
+      while (next * 2 < (cap == 0 ? most : cap)) next *= 2;
+      if ((cap == 0 ? most : cap) <= 1) throw;
+      cap = next;
+    }
+  }
+  const execution_config config{degree, training.sp, setting};
   std::string reason = "CP " + std::to_string(degree) + " for the run: the smallest power of two whose " +
-                       std::to_string(window) + "-token window fits with " + std::string(to_string(recompute)) +
-                       " recompute" + (batch_tokens > 0 ? " and leaves no data-parallel group without a window" : "") +
-                       " (worst window " + detail::gib_of(detail::worst_peak(kinds, window, config, peak)) +
+                       std::to_string(window) + "-token window" +
+                       (cap > 0 ? " of at most " + std::to_string(cap) + " samples (--thd-max-packed-sequences; "
+                                  "full windows of the shortest kind fit no degree)" : "") +
+                       " fits with " + std::string(to_string(recompute)) + " recompute" +
+                       (batch_tokens > 0 ? " and leaves no data-parallel group without a window" : "") +
+                       " (worst window " + detail::gib_of(detail::worst_peak(kinds, window, config, peak, cap)) +
                        " of " + detail::gib_of(capacity_bytes) + ")";
   if (!tried.empty()) reason += "; CP " + tried;
-  return {{degree, window, recompute}, std::move(reason)};
+  return {{degree, window, recompute, cap}, std::move(reason)};
 }
 
 /// DeepSpeed-Ulysses-style: `sequence_parallel_size` and the per-rank token budget.
