@@ -61,10 +61,10 @@ inline void print_fidelity(std::ostream& os, const evaluation::fidelity_report& 
                      fidelity_ratio_text(row.simulated_ratio), diff.str(),
                      fidelity_steps_text(row.published_baseline_seconds, row.published_system_seconds),
                      fidelity_steps_text(row.simulated_baseline_seconds, row.simulated_system_seconds),
-                     fidelity_ratio_text(row.ours_ratio), verdict});
+                     row.ours_ratio > 0 ? fidelity_ratio_text(row.ours_ratio) : "-", verdict});
     }
     table.print(os, "  ");
-    os << "  steps: baseline / system; dcp: its simulated ratio over the same baseline\n";
+    os << "  steps: baseline / system; dcp: its simulated ratio over the same baseline (- where not run)\n";
     for (std::size_t m = 0; m < misses.size(); ++m)
       os << "  (" << m + 1 << ") " << printable(misses[m]->setting) << ": " << printable(misses[m]->reason) << "\n";
     os << "\n";
@@ -127,7 +127,8 @@ inline void write_fidelity_json(std::ostream& os, const evaluation::fidelity_rep
       field("simulated_system_step_s");
       write_json_number(os, row.simulated_system_seconds);
       field("dcp_ratio");
-      write_json_number(os, row.ours_ratio);
+      if (row.ours_ratio > 0) write_json_number(os, row.ours_ratio);
+      else os << "null";
       field("oom_events");
       write_json_number(os, row.oom_events);
       field("within_15_percent");

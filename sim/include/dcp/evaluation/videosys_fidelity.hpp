@@ -27,6 +27,7 @@
 //    which would credit a variant for smaller SP sizes by up to 4x over the sp-4 baseline; the
 //    chart's ratios (at most 2.48x) cannot be of that metric, so it is not used.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -82,6 +83,7 @@ struct videosys_variant {
   double epoch_seconds = 0;      ///< simulated makespan + one gradient synchronisation per iteration
   std::int64_t iterations = 0;   ///< optimizer steps (barriers + 1)
   std::int64_t micro_steps = 0;
+  std::int64_t largest_micro_batch_tokens = 0;
   double speedup = 0;            ///< baseline epoch_seconds / this epoch_seconds
   std::int64_t oom_events = 0;
 };
@@ -118,6 +120,7 @@ struct videosys_fidelity {
     v.iterations = static_cast<std::int64_t>(plan.barriers.size()) + 1;
     v.epoch_seconds = result.makespan_seconds + static_cast<double>(v.iterations) * sync;
     v.micro_steps = static_cast<std::int64_t>(plan.micro_steps.size());
+    for (const auto& m : plan.micro_steps) v.largest_micro_batch_tokens = std::max(v.largest_micro_batch_tokens, m.tokens);
     v.oom_events = result.oom_events;
     out.variants.push_back(std::move(v));
   };
