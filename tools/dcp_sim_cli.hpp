@@ -68,7 +68,7 @@ Options (defaults in brackets):
   --policies LIST     comma-separated: dcp,static,paper-baseline,megatron-dcp,videosys-dcp,
                       flexsp,verl,wlb-llm,dcp-calibrated,megatron-static,
                       megatron-static-sel,ulysses-static,megatron-dcp-tuned,
-                      verl-hybrid,paper-baseline-lpt  [all]
+                      verl-hybrid,paper-baseline-lpt,wlb-llm-delay  [all]
   --json              print JSON instead of tables
   --out DIR           write SVG figures (a timeline per policy, throughput, utilisation) into DIR
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)

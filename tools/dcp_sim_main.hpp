@@ -24,6 +24,7 @@
 #include "dcp/baselines/baselines.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/evaluation/compare.hpp"
+#include "dcp/evaluation/delayed.hpp"
 #include "dcp/evaluation/svg.hpp"
 #include "dcp/plan/json.hpp"
 #include "dcp/plan/json_reader.hpp"
@@ -69,8 +70,10 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
   videosys.shuffle = true;  // the benchmark's sampler
   videosys.min_gas = 2;     // train.py's default (DCP-inter)
   add_peer("videosys-dcp", video_buckets{}, videosys,
-           "shuffle on and min_gas 2 as upstream's DCP-inter; PAC's min_gas 15 is sized for an epoch "
-           "(--fidelity), one step here holds too few batches per group for it");
+           "upstream's DCP-inter settings (shuffle, min_gas 2, a barrier per iteration); PAC's min_gas 15 is "
+           "sized for an epoch, and VideoSys plans an epoch: in one step of this run an iteration's groups wait "
+           "at the barrier for its slowest (a long clip), so expect idle time; dcp-sim --fidelity runs it on "
+           "its own benchmark epoch");
   add_peer("flexsp", varlen_buckets{}, baselines::flexsp_like{});
   add_peer("verl", varlen_buckets{}, baselines::verl_balanced_dp{},
            "one Ulysses size per batch, the smallest whose cap holds the longest sample");
@@ -128,6 +131,14 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
     lpt.dealing = baselines::paper_dealing::longest_first;
     add_peer("paper-baseline-lpt", video_buckets{}, lpt,
              "ours: batches longest first to the least-loaded group, no per-iteration barrier");
+  }
+  {
+    // WLB-LLM with its outlier delay (evaluation/delayed.hpp): long documents held across steps
+    // in multi-level queues. Last, so that every policy above keeps its noise seed.
+    const auto kinds = sc.sample_kinds.empty() ? sc.draw(sc.seed) : sc.sample_kinds;
+    std::int64_t context = 2;
+    for (const auto& kind : kinds) context = std::max(context, kind.tokens);
+    all.push_back(evaluation::wlb_llm_with_outlier_delay(*cost, context));
   }
   if (wanted.empty()) return all;
   std::vector<evaluation::policy_entry> chosen;
@@ -286,7 +297,7 @@ inline std::string gib_text(double bytes) {
 inline void print_table(std::ostream& os, const evaluation::scenario& sc, const evaluation::scenario_result& r) {
   std::int64_t tokens = 0;
   for (const auto& p : r.policies)
-    for (const auto& s : p.steps) tokens += s.tokens;
+    for (const auto& s : p.steps) tokens += s.drawn_tokens;
   const auto steps = r.policies.empty() ? 0 : static_cast<std::int64_t>(r.policies[0].steps.size());
   os << "scenario " << printable(r.name) << ": " << sc.model.name << " on " << sc.cluster.gpus << " x "
      << sc.cluster.gpu.name << ", " << steps << " steps, ~"
@@ -322,6 +333,15 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc, const 
   os << "\n";
   for (const auto& p : r.policies)
     if (!p.note.empty()) os << "  " << printable(p.name) << ": " << printable(p.note) << "\n";
+  for (const auto& p : r.policies)
+    if (p.admits) {
+      std::ostringstream line;
+      line << std::fixed << std::setprecision(1) << 100.0 * p.delayed_share
+           << " % of drawn tokens trained in a later step (mean " << p.mean_delay_steps << " steps per delayed token, "
+           << std::setprecision(2) << p.mean_delay_steps_per_token << " per trained token, max " << p.max_delay_steps
+           << "); " << p.tokens_queued_at_end << " tokens still queued at the end: not trained, not in tokens/s";
+      os << "  " << printable(p.name) << ": " << line.str() << "\n";
+    }
   if (const auto* ours = evaluation::detail::find(r.policies, "dcp"); ours && !r.your_static.empty()) {
     os << "dcp vs each user layout:";
     for (const auto& name : evaluation::user_static_policies())
@@ -371,6 +391,12 @@ inline void write_results_json(std::ostream& os, const std::vector<evaluation::s
          << ",\"peak_bytes\":" << number(p.peak_bytes) << ",\"oom_events\":" << p.oom_events
          << ",\"planning_ms\":" << number(p.planning_ms) << ",\"prediction_error\":" << number(p.prediction_error)
          << ",\"steps\":" << p.steps.size();
+      if (p.admits)
+        os << ",\"tokens_drawn\":" << p.tokens_drawn << ",\"tokens_trained\":" << p.tokens_trained
+           << ",\"tokens_delayed\":" << p.tokens_delayed << ",\"delayed_share\":" << number(p.delayed_share)
+           << ",\"mean_delay_steps\":" << number(p.mean_delay_steps)
+           << ",\"mean_delay_steps_per_token\":" << number(p.mean_delay_steps_per_token)
+           << ",\"max_delay_steps\":" << p.max_delay_steps << ",\"tokens_queued_at_end\":" << p.tokens_queued_at_end;
       if (!p.note.empty()) os << ",\"note\":" << string(p.note);
       os << "}";
     }

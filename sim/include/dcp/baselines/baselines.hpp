@@ -10,5 +10,6 @@
 #include "dcp/baselines/verl_balanced_dp.hpp"
 #include "dcp/baselines/videosys_dcp.hpp"
 #include "dcp/baselines/wlb_llm.hpp"
+#include "dcp/baselines/wlb_outlier_delay.hpp"
 #include "dcp/baselines/user_static.hpp"
 #include "dcp/baselines/user_static_rules.hpp"
