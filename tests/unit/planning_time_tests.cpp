@@ -9,6 +9,7 @@
 
 #include "../support/batches.hpp"
 #include "dcp/dcp.hpp"
+#include "dcp/placement/detail/block_loads.hpp"
 #include "dcp/placement/detail/first_fit_index.hpp"
 
 using namespace dcp;
@@ -68,6 +69,44 @@ TEST_CASE("Placement.PackGroups.same_as_packing_each_group_alone") {
         CHECK(together[g][b].samples == alone[b].samples);
         CHECK(together[g][b].run.seconds == alone[b].run.seconds);
         CHECK(together[g][b].run.peak_bytes == alone[b].run.peak_bytes);
+      }
+    }
+  }
+}
+
+TEST_CASE("Placement.BlockLoads.matches_a_scan_of_rank_free_times") {
+  // 24 GPUs: the last 8 ranks lie in no block of 16, so coarser levels skip them.
+  for (const std::int64_t gpus : {1, 8, 24, 32}) {
+    for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+      CAPTURE(gpus);
+      CAPTURE(seed);
+      dcp::test::rng r(seed);
+      detail::block_loads blocks(gpus);
+      std::vector<double> free(static_cast<std::size_t>(gpus), 0.0);
+      for (int step = 0; step < 200; ++step) {
+        std::int64_t degree = 1;
+        while (degree * 2 <= gpus && r.below(2) == 0) degree *= 2;
+        // The block that frees first (ties to the lower rank), its start and idle by a scan.
+        std::int64_t first = 0;
+        double start = std::numeric_limits<double>::infinity();
+        for (std::int64_t b = 0; b + degree <= gpus; b += degree) {
+          double latest = 0;
+          for (auto k = b; k < b + degree; ++k) latest = std::max(latest, free[static_cast<std::size_t>(k)]);
+          if (latest < start) {
+            start = latest;
+            first = b;
+          }
+        }
+        double idle = 0;
+        for (auto k = first; k < first + degree; ++k) idle += start - free[static_cast<std::size_t>(k)];
+        const auto slot = blocks.earliest(degree);
+        REQUIRE(slot.first_rank == first);
+        CHECK(slot.start == doctest::Approx(start));
+        CHECK(slot.idle == doctest::Approx(idle).epsilon(1e-9).scale(1.0));
+        const double end = start + r.uniform() * 10.0;
+        blocks.occupy(first, degree, end);
+        for (auto k = first; k < first + degree; ++k) free[static_cast<std::size_t>(k)] = end;
+        for (std::int64_t k = 0; k < gpus; ++k) REQUIRE(blocks.free_at(k) == free[static_cast<std::size_t>(k)]);
       }
     }
   }

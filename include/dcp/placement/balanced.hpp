@@ -3,7 +3,9 @@
 // memory budget, give every group its own number of micro-steps, and minimise the step's
 // makespan. Two-phase malleable scheduling:
 //  1. allotment — for a target makespan T, each long sample takes the degree with the fewest
-//     GPU-seconds whose time is at most T; candidates for T are the samples' own degree_option times;
+//     GPU-seconds whose time is at most T, once as if every sample started at 0 and once long
+//     samples first, each placed as chosen so that its start counts; candidates for T are the
+//     samples' own degree_option times;
 //  2. list scheduling — multi-GPU samples longest-first by degree (descending) on aligned
 //     blocks (the buddy order keeps every block's ranks equally loaded, so no rank idles
 //     inside a group), then single-GPU samples longest-processing-time-first;
@@ -23,6 +25,7 @@
 
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/placement/context.hpp"
+#include "dcp/placement/detail/block_loads.hpp"
 #include "dcp/placement/detail/timeline.hpp"
 #include "dcp/placement/static_layout.hpp"
 
@@ -61,35 +64,40 @@ public:
   [[nodiscard]] placement solve() {
     classify();
     const auto targets = candidate_targets();
-    // Rank every target by the fluid estimate, then schedule the best few in full.
+    // Two allotments per target: each sample's cheapest degree that meets the target alone, and
+    // the long-sample-first one that also counts when its block frees. Rank every distinct one by
+    // the fluid estimate, then schedule the best few in full.
     std::vector<std::pair<double, std::size_t>> ranked;
     std::vector<std::vector<std::size_t>> seen;  // distinct allotments only
-    for (std::size_t t = 0; t < targets.size(); ++t) {
-      const auto choice = allot(targets[t]);
-      if (std::find(seen.begin(), seen.end(), choice) != seen.end()) continue;
-      seen.push_back(choice);
-      const auto [estimate, floor] = fluid_estimate(choice);
-      // A target whose node-crossing groups are not needed (the step lasts longer than their
-      // fastest in-node degree_option anyway) cannot give a valid plan: skip it before scheduling.
-      if (t + 1 == targets.size() || !needless_crossing(choice, floor))
-        ranked.emplace_back(estimate, t);
+    const auto offer = [&](std::vector<std::size_t> choice) {
+      if (std::find(seen.begin(), seen.end(), choice) != seen.end()) return;
+      const auto fluid = fluid_estimate(choice);
+      seen.push_back(std::move(choice));
+      // An allotment whose node-crossing groups are not needed (the step lasts longer than
+      // their fastest in-node option would end) cannot give a valid plan: skip it before
+      // scheduling.
+      if (!fluid.needless_crossing) ranked.emplace_back(fluid.estimate, seen.size() - 1);
+    };
+    for (const double target : targets) {
+      offer(allot(target));
+      offer(allot_placed(target));
     }
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    // Schedule the best-ranked targets in full until `full_candidates` of them give valid
-    // plans; the last target (infinity: every sample at its cheapest degree, groups inside a
-    // node unless memory forces otherwise) is always valid and always tried.
+    // Schedule the best-ranked allotments in full until `full_candidates` of them give valid
+    // plans; the relaxed one (every sample at its cheapest degree, groups inside a node unless
+    // memory forces otherwise) is always valid and tried when none of them was.
     std::optional<placement> best;
-    auto consider = [&](double target) {
-      auto candidate = schedule(allot(target));
+    auto consider = [&](const std::vector<std::size_t>& choice) {
+      auto candidate = schedule(choice);
       if (!candidate) return false;
       if (!best || candidate->makespan_seconds < best->makespan_seconds) best = std::move(candidate);
       return true;
     };
     int valid = 0;
     for (std::size_t n = 0; n < ranked.size() && valid < std::max(1, options_.full_candidates); ++n)
-      if (consider(targets[ranked[n].second])) ++valid;
-    if (!best && !consider(targets.back()))
+      if (consider(seen[ranked[n].second])) ++valid;
+    if (!best && !consider(allot(std::numeric_limits<double>::infinity())))
       throw error("balanced_placement: internal error, the relaxed target gave no valid plan");
     best->policy = "balanced";
     return std::move(*best);
@@ -100,6 +108,7 @@ private:
     std::size_t sample;
     std::vector<degree_option> menu;  // per degree index
     double fastest_intra = std::numeric_limits<double>::infinity();
+    double cheapest_intra = std::numeric_limits<double>::infinity();  // GPU-seconds
     bool fits_intra = false;
   };
 
@@ -126,7 +135,7 @@ private:
         continue;
       }
       is_long_[i] = true;
-      long_item item{i, {}, std::numeric_limits<double>::infinity(), false};
+      long_item item{i, {}, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), false};
       bool any = false;
       for (std::size_t k = 0; k < ctx_.degrees().size(); ++k) {
         item.menu.push_back(ctx_.alone(i, k));
@@ -136,12 +145,24 @@ private:
         if (!ctx_.crosses_nodes(k)) {
           item.fits_intra = true;
           item.fastest_intra = std::min(item.fastest_intra, o.seconds);
+          item.cheapest_intra = std::min(item.cheapest_intra, static_cast<double>(ctx_.degree(k)) * o.seconds);
         }
       }
       if (!any) ctx_.throw_does_not_fit(i);
       longs_.push_back(std::move(item));
     }
     lpt_order(short_sorted_);
+    // Long samples by their fastest run, longest first: the order allot_placed() places them.
+    std::vector<std::pair<double, std::size_t>> by_fastest;
+    for (std::size_t j = 0; j < longs_.size(); ++j) {
+      double fastest = std::numeric_limits<double>::infinity();
+      for (const auto& o : longs_[j].menu)
+        if (o.feasible) fastest = std::min(fastest, o.seconds);
+      by_fastest.emplace_back(fastest, j);
+    }
+    lpt_order(by_fastest);
+    long_first_.clear();
+    for (const auto& [fastest, j] : by_fastest) long_first_.push_back(j);
   }
 
   // Targets worth trying: the samples' own degree_option times (thinned evenly by rank), a geometric
@@ -179,6 +200,13 @@ private:
     return targets;
   }
 
+  // Crossing nodes at degree index k takes fewer GPU-seconds than any in-node option (which then
+  // recomputes so much that keeping the sample in a node would take GPU time from the others),
+  // or nothing fits inside a node.
+  [[nodiscard]] bool crossing_saves_work(const long_item& item, std::size_t k) const {
+    return !item.fits_intra || static_cast<double>(ctx_.degree(k)) * item.menu[k].seconds < item.cheapest_intra;
+  }
+
   [[nodiscard]] bool may_use(const long_item& item, std::size_t k, double target) const {
     if (!item.menu[k].feasible) return false;
     // Groups stay inside a node unless nothing fits there or the fastest in-node degree_option is
@@ -209,9 +237,64 @@ private:
     return choice;
   }
 
+  // Degree index per long item for a target makespan, long samples first, each placed as it is
+  // chosen: the degree with the fewest GPU-seconds (its run plus the idle time its block waits)
+  // whose run, started when its earliest aligned block frees, ends by the target; groups stay
+  // inside a node when an in-node degree does, unless crossing takes fewer GPU-seconds (the
+  // in-node runs recompute). A sample that no degree brings in by the target
+  // takes the one that ends first. Unlike allot(), a sample behind a world-sized one sees that it
+  // starts late, so it is given the larger degree that still ends in time.
+  [[nodiscard]] std::vector<std::size_t> allot_placed(double target) const {
+    std::vector<std::size_t> choice(longs_.size(), 0);
+    block_loads blocks(ctx_.gpus());
+    for (const auto j : long_first_) {
+      const auto& item = longs_[j];
+      std::size_t best = item.menu.size();
+      double best_cost = std::numeric_limits<double>::infinity();
+      bool best_preferred = false;
+      std::size_t soonest = item.menu.size();
+      double soonest_end = std::numeric_limits<double>::infinity();
+      block_loads::slot best_slot{};
+      for (std::size_t k = 0; k < item.menu.size(); ++k) {
+        const auto& o = item.menu[k];
+        if (!o.feasible) continue;
+        const auto d = ctx_.degree(k);
+        // Single-GPU runs join the fill, which balances them: no block to wait for.
+        const auto slot = d > 1 ? blocks.earliest(d) : block_loads::slot{};
+        const double end = slot.start + o.seconds;
+        if (end < soonest_end) {
+          soonest_end = end;
+          soonest = k;
+        }
+        if (end > target) continue;
+        const bool preferred = !ctx_.crosses_nodes(k) || crossing_saves_work(item, k);
+        const double cost = static_cast<double>(d) * o.seconds + slot.idle;
+        if ((preferred && !best_preferred) || (preferred == best_preferred && cost < best_cost)) {
+          best = k;
+          best_cost = cost;
+          best_preferred = preferred;
+          best_slot = slot;
+        }
+      }
+      if (best == item.menu.size()) {
+        best = soonest;
+        best_slot = ctx_.degree(best) > 1 ? blocks.earliest(ctx_.degree(best)) : block_loads::slot{};
+      }
+      choice[j] = best;
+      const auto d = ctx_.degree(best);
+      if (d > 1) blocks.occupy(best_slot.first_rank, d, best_slot.start + item.menu[best].seconds);
+    }
+    return choice;
+  }
+
   struct block_assignment {
     std::vector<double> free;                       // per rank, after the multi-GPU samples
-    std::vector<std::pair<std::size_t, std::int64_t>> multi;  // (long item, first rank) in order
+    struct block {
+      std::size_t item;          // index into longs_
+      std::int64_t first_rank;
+      double start;
+    };
+    std::vector<block> multi;  // in the order they run
     std::vector<std::pair<double, std::size_t>> singles;      // (estimate, sample)
   };
 
@@ -241,9 +324,10 @@ private:
       for (std::int64_t start = 0; start + d <= ctx_.gpus(); start += d)
         if (a.free[static_cast<std::size_t>(start)] < a.free[static_cast<std::size_t>(best_start)])
           best_start = start;
-      const double end = a.free[static_cast<std::size_t>(best_start)] + longs_[j].menu[choice[j]].seconds;
+      const double start = a.free[static_cast<std::size_t>(best_start)];
+      const double end = start + longs_[j].menu[choice[j]].seconds;
       for (std::int64_t r = best_start; r < best_start + d; ++r) a.free[static_cast<std::size_t>(r)] = end;
-      a.multi.emplace_back(j, best_start);
+      a.multi.push_back({j, best_start, start});
     }
     if (with_short) {
       // Merge the long single-GPU samples into the short ones, sorted once in classify().
@@ -260,11 +344,15 @@ private:
     return a;
   }
 
-  // (estimate, floor) of the makespan for an allotment: the floor is what no list schedule of
-  // these estimates can beat (the busiest block, or the average load); the estimate adds half
-  // the longest single-GPU item for the granularity of the fill.
-  [[nodiscard]]
-  std::pair<double, double> fluid_estimate(const std::vector<std::size_t>& choice) const {
+  struct fluid {
+    double estimate;         // of the makespan
+    bool needless_crossing;  // a node-crossing group whose in-node option would end by the floor
+  };
+
+  // The fluid view of an allotment: the floor is what no list schedule of these estimates can
+  // beat (the busiest block, or the average load); the estimate adds half the longest
+  // single-GPU item for the granularity of the fill.
+  [[nodiscard]] fluid fluid_estimate(const std::vector<std::size_t>& choice) const {
     const auto a = place_blocks(choice, false);
     double sum = std::accumulate(a.free.begin(), a.free.end(), 0.0) + short_sum_;
     double longest_single = short_max_;
@@ -274,18 +362,24 @@ private:
     }
     const double top = *std::max_element(a.free.begin(), a.free.end());
     const double floor = std::max(top, sum / static_cast<double>(gpus_));
-    return {std::max(top, sum / static_cast<double>(gpus_) + 0.5 * longest_single), floor};
+    return {std::max(top, sum / static_cast<double>(gpus_) + 0.5 * longest_single),
+            needless_crossing(a, choice, floor)};
   }
 
-  [[nodiscard]] bool needless_crossing(const std::vector<std::size_t>& choice, double floor) const {
-    for (std::size_t j = 0; j < longs_.size(); ++j)
-      if (ctx_.crosses_nodes(choice[j]) && longs_[j].fits_intra && longs_[j].fastest_intra <= floor)
-        return true;
-    return false;
+  // Whether a group of `a` crosses nodes although it is not needed: its fastest in-node option,
+  // started when the group starts, would end by `makespan`, and it would take no more
+  // GPU-seconds than the crossing group.
+  [[nodiscard]] bool needless_crossing(const block_assignment& a, const std::vector<std::size_t>& choice,
+                                       double makespan) const {
+    return std::any_of(a.multi.begin(), a.multi.end(), [&](const auto& b) {
+      const auto k = choice[b.item];
+      return ctx_.crosses_nodes(k) && !crossing_saves_work(longs_[b.item], k) &&
+             b.start + longs_[b.item].fastest_intra <= makespan;
+    });
   }
 
   // Full schedule for one allotment: blocks, single-GPU samples, packing, local search; nullopt
-  // when a group crosses nodes although its in-node degree_option would not lengthen the step.
+  // when a group crosses nodes although its in-node option would not lengthen the step.
   [[nodiscard]] std::optional<placement> schedule(const std::vector<std::size_t>& choice) {
     const auto a = place_blocks(choice);
     // Two assignments of the single-GPU samples, each packed; the one that finishes first is
@@ -311,7 +405,8 @@ private:
 
     placement out;
     std::vector<double> free(gpus_, 0.0);
-    for (const auto& [j, first] : a.multi) {
+    for (const auto& [j, first, start] : a.multi) {
+      (void)start;
       const auto& item = longs_[j];
       const auto& run = item.menu[choice[j]];
       placed_micro_step step;
@@ -330,13 +425,7 @@ private:
                                          ctx_.config(0), free[r]);
       out.makespan_seconds = std::max(out.makespan_seconds, finish);
     }
-    for (const auto& [j, first] : a.multi) {
-      (void)first;
-      const auto& item = longs_[j];
-      if (ctx_.crosses_nodes(choice[j]) && item.fits_intra &&
-          item.fastest_intra <= out.makespan_seconds)
-        return std::nullopt;
-    }
+    if (needless_crossing(a, choice, out.makespan_seconds)) return std::nullopt;
     return out;
   }
 
@@ -491,6 +580,7 @@ private:
   std::vector<double> estimate_;
   std::vector<bool> is_long_;
   std::vector<long_item> longs_;
+  std::vector<std::size_t> long_first_;  // indices into longs_, fastest run descending
   std::vector<std::pair<double, std::size_t>> short_sorted_;
   double short_sum_ = 0;
   double short_max_ = 0;
