@@ -101,6 +101,15 @@ struct cost_with_memory_terms_of_wrong_size : minimal_cost {
   [[maybe_unused]] static constexpr std::array<std::string_view, 2> memory_term_names{"a", "b"};
   std::array<double, 3> memory_terms(const micro_batch_shape&, const execution_config&) const { return {}; }
 };
+struct cost_by_tokens : minimal_cost {
+  static constexpr bool memory_by_tokens = true;
+};
+struct cost_with_runtime_memory_by_tokens : minimal_cost {  // not a constant expression
+  bool memory_by_tokens = true;
+};
+struct cost_with_memory_by_tokens_function : minimal_cost {
+  static bool memory_by_tokens() { return true; }
+};
 struct final_cost_with_mutable_gradient_sync final : minimal_cost {
   double gradient_sync_seconds() { return 0.5; }
 };
@@ -115,6 +124,11 @@ static_assert(dcp::cost_model<cost_with_time_terms>);
 static_assert(!dcp::cost_model<cost_with_time_terms_but_no_marginals>);
 static_assert(!dcp::cost_model<cost_with_memory_terms_of_wrong_size>);
 static_assert(!dcp::cost_model<final_cost_with_mutable_gradient_sync>);
+static_assert(dcp::cost_model<cost_by_tokens> && dcp::detail::memory_by_tokens<cost_by_tokens>);
+static_assert(!dcp::detail::memory_by_tokens<minimal_cost>);
+static_assert(!dcp::cost_model<cost_with_runtime_memory_by_tokens>);
+static_assert(!dcp::cost_model<cost_with_memory_by_tokens_function>);
+static_assert(dcp::detail::memory_by_tokens<dcp::analytic_cost_model>);
 static_assert(dcp::cost_model<dcp::calibrated<cost_with_gradient_sync>>);
 static_assert(dcp::cost_model<dcp::calibrated<cost_with_time_terms>>);
 static_assert(dcp::calibrated<cost_with_time_terms>::time_term_count == 2);

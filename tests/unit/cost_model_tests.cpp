@@ -1,8 +1,10 @@
-// The analytic cost model: formulas against hand computation, monotonicity, memory terms.
+// The analytic cost model: formulas against hand computation, monotonicity, memory terms; and
+// the promises both it and the truth model make as cost models.
 
 #include <doctest/doctest.h>
 
 #include "dcp/dcp.hpp"
+#include "dcp/sim/truth_model.hpp"
 
 using namespace dcp;
 
@@ -292,4 +294,64 @@ TEST_CASE("Cost.Analytic.decoder_lm_has_no_caption_work") {
   const double lb = static_cast<double>(m.model().layers * m.model().block_params());
   CHECK(m.compute_seconds(dense, at(1, recompute_setting::full(32))) / m.compute_seconds(dense, at(1)) ==
         doctest::Approx((6.0 * n + 2.0 * lb) / (6.0 * n)).epsilon(1e-12));
+}
+
+namespace {
+// cost_model optional member 8 for one model: peak bytes of any micro-batch equal those of its
+// (tokens, samples) alone and grow with each; an empty micro-batch is fastest without
+// recomputation.
+template <class Model>
+void check_memory_by_tokens(const Model& m, std::uint64_t seed) {
+  static_assert(dcp::detail::memory_by_tokens<Model>);
+  std::uint64_t state = seed;
+  const auto next = [&state](std::int64_t below) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(below));
+  };
+  const auto layers = static_cast<std::int32_t>(m.model().layers);
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+    for (std::int64_t d : {1, 8, 16}) {
+      const execution_config none{d, sp, {}};
+      const double empty = m.seconds(micro_batch_shape{}, none);
+      for (std::int32_t r = 0; r <= layers; ++r)
+        for (bool selective : {false, true}) {
+          const execution_config c{d, sp, {r, selective}};
+          CHECK(m.seconds(micro_batch_shape{}, c) >= empty);
+        }
+      for (int trial = 0; trial < 20; ++trial) {
+        micro_batch_shape packed;
+        const auto count = 1 + next(6);
+        for (std::int64_t i = 0; i < count; ++i)
+          packed += micro_batch_shape::of(text_sample(static_cast<std::uint64_t>(i), 1 + next(60000)));
+        micro_batch_shape one;
+        one.samples = packed.samples;
+        one.tokens = packed.tokens;
+        one.longest = packed.tokens;
+        const execution_config c{d, sp, {static_cast<std::int32_t>(next(layers + 1)), next(2) == 1}};
+        CHECK(m.peak_bytes(packed, c) == m.peak_bytes(one, c));
+        auto more_tokens = one;
+        more_tokens.tokens += 1 + next(1000);
+        auto more_samples = one;
+        more_samples.samples += 1;
+        CHECK(m.peak_bytes(more_tokens, c) >= m.peak_bytes(one, c));
+        CHECK(m.peak_bytes(more_samples, c) >= m.peak_bytes(one, c));
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("Cost.MemoryByTokens.holds_for_the_analytic_and_truth_models") {
+  std::uint64_t seed = 1;
+  for (const auto& model : {models::llama3_8b(), models::llama3_70b(), models::stdit3_xl()}) {
+    for (int zero : {1, 3}) {
+      CAPTURE(model.name);
+      CAPTURE(zero);
+      training_spec t;
+      t.zero_stage = zero;
+      const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+      check_memory_by_tokens(analytic_cost_model(model, cluster, t), seed++);
+      check_memory_by_tokens(sim::truth_model(model, cluster, t), seed++);
+    }
+  }
 }

@@ -5,6 +5,7 @@
 #include <concepts>
 #include <cstddef>
 #include <string_view>
+#include <type_traits>
 
 #include "dcp/detail/member_probe.hpp"
 
@@ -22,6 +23,7 @@ DCP_DETAIL_MEMBER_PROBE(marginal_seconds);
 DCP_DETAIL_MEMBER_PROBE(time_terms);
 DCP_DETAIL_MEMBER_PROBE(marginal_time_terms);
 DCP_DETAIL_MEMBER_PROBE(memory_terms);
+DCP_DETAIL_MEMBER_PROBE(memory_by_tokens);
 
 /// Optional member 6: the time split into named terms (calibrated<M> refits their weights).
 template <class M>
@@ -41,6 +43,17 @@ concept has_memory_terms = requires(const M& m, const micro_batch_shape& s, cons
   { M::memory_term_names } -> std::convertible_to<std::array<std::string_view, M::memory_term_count>>;
 };
 
+/// Optional member 8 declared well: `static constexpr bool memory_by_tokens`.
+template <class M>
+concept has_well_formed_memory_by_tokens =
+    std::same_as<std::remove_cvref_t<decltype(M::memory_by_tokens)>, bool> &&
+    requires { typename std::bool_constant<M::memory_by_tokens>; };
+
+/// M declares memory_by_tokens = true: the bounds may charge each sample its share of the
+/// fixed per-micro-step cost (dcp/plan/lower_bound.hpp).
+template <class M>
+concept memory_by_tokens = has_well_formed_memory_by_tokens<M> && M::memory_by_tokens;
+
 }  // namespace detail
 
 /// Whether every optional member M declares has the signature the library calls it with. A
@@ -59,7 +72,8 @@ concept optional_cost_members_are_well_formed =
      }) &&
     (!(detail::declares_time_terms<M> || detail::declares_marginal_time_terms<M>) ||
      detail::has_time_terms<M>) &&
-    (!detail::declares_memory_terms<M> || detail::has_memory_terms<M>);
+    (!detail::declares_memory_terms<M> || detail::has_memory_terms<M>) &&
+    (!detail::declares_memory_by_tokens<M> || detail::has_well_formed_memory_by_tokens<M>);
 
 /// A cost model answers, for one micro-batch under one execution config, its time on the group
 /// and its peak bytes on each GPU of the group.
@@ -90,6 +104,12 @@ concept optional_cost_members_are_well_formed =
 ///    -> std::array<double, count>, `M::time_term_priors`, `M::time_term_names`: seconds as a sum
 ///    of named terms, which calibrated<M> refits one weight each (default: one term, seconds).
 ///  - memory terms: `M::memory_term_count`, `m.memory_terms(s, c)`, `M::memory_term_names`.
+///  - `M::memory_by_tokens` -> static constexpr bool: true promises that peak_bytes(s, c)
+///    depends on s only through s.tokens and s.samples and never decreases in either, and that
+///    an empty micro-batch is fastest without recomputation (seconds({}, c) is least at
+///    c.recompute = none). The lower bound then counts each sample's share of the fixed cost
+///    every micro-step pays: a micro-step holds at most as many tokens as one sample of that
+///    length could (default false: the bound without fixed costs).
 /// Models: analytic_cost_model, calibrated<M>, sim::truth_model.
 template <class M>
 concept cost_model =

@@ -322,6 +322,13 @@ public:
 
   // ---- memory -----------------------------------------------------------------------------
 
+  /// cost_model optional member 8: peak bytes depend on a micro-batch only through its tokens
+  /// and samples (detail::activation_bytes_per_gpu), never decreasing in either, and
+  /// recomputation only adds to an empty micro-batch's time (launches, latencies, fixed GEMM
+  /// costs of the recomputed layers), so the bounds may charge each token its share of the
+  /// fixed per-micro-step cost. Tested in Cost.MemoryByTokens.*.
+  static constexpr bool memory_by_tokens = true;
+
   [[nodiscard]]
   double peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return state_bytes() + training_.runtime_reserve_bytes + activation_bytes(s, c);

@@ -341,6 +341,13 @@ public:
 
   // ---- memory ------------------------------------------------------------------------------
 
+  /// cost_model optional member 8: peak bytes depend on a micro-batch only through its tokens
+  /// and samples (detail::activation_bytes_per_gpu), never decreasing in either, and
+  /// recomputation only adds to an empty micro-batch's time (launches, latencies, fixed GEMM
+  /// costs of the recomputed layers), so the bounds may charge each token its share of the
+  /// fixed per-micro-step cost. Tested in Cost.MemoryByTokens.*.
+  static constexpr bool memory_by_tokens = true;
+
   /// cost_model requirement 2: the true peak per GPU — static bytes plus the dynamic bytes
   /// inflated by fragmentation.
   [[nodiscard]]
