@@ -306,7 +306,7 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc, const 
   for (const auto& note : sc.notes) os << "  " << printable(note) << "\n";
   using align = text_table::align;
   text_table table({"policy", "median step", "mean step", "tokens/s", "vs static", "vs your static", "vs paper",
-                    "gap", "idle", "peak mem", "OOM", "planning"},
+                    "gap", "noise", "idle", "peak mem", "OOM", "planning"},
                    {align::left});
   auto ratio_text = [](double r) {
     std::ostringstream s;
@@ -314,23 +314,25 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc, const 
     return s.str();
   };
   for (const auto& p : r.policies) {
-    std::ostringstream step, mean, rate, gap, idle, planning;
+    std::ostringstream step, mean, rate, gap, noise, idle, planning;
     step << std::fixed << std::setprecision(3) << p.median_step_s << " s";
     mean << std::fixed << std::setprecision(3) << p.mean_step_s << " s";
     rate << std::fixed << std::setprecision(0) << p.tokens_per_s;
     gap << std::fixed << std::setprecision(1) << 100 * p.gap_to_bound << " %";
+    noise << std::fixed << std::setprecision(1) << 100 * p.noise_share << " %";
     idle << std::fixed << std::setprecision(1) << 100 * p.idle_fraction << " %";
     planning << std::fixed << std::setprecision(1) << p.planning_ms << " ms";
     table.add_row({printable(p.name), step.str(), mean.str(), rate.str(), ratio_text(p.speedup_vs_best_static),
                    r.your_static.empty() ? std::string("-") : ratio_text(p.speedup_vs_your_static),
-                   ratio_text(p.speedup_vs_paper_baseline), gap.str(), idle.str(), gib_text(p.peak_bytes),
+                   ratio_text(p.speedup_vs_paper_baseline), gap.str(), noise.str(), idle.str(), gib_text(p.peak_bytes),
                    std::to_string(p.oom_events), planning.str()});
   }
   table.print(os);
   os << "vs static: over the best static layout a search finds (one degree per batch, our packing and "
         "recompute); vs your static: over the faster user layout";
   if (!r.your_static.empty()) os << " (" << printable(r.your_static) << ")";
-  os << "\n";
+  os << "\ngap: the noise-free simulated makespan over the truth bound, minus 1; noise: what the "
+        "simulated noise adds to it\n";
   for (const auto& p : r.policies)
     if (!p.note.empty()) os << "  " << printable(p.name) << ": " << printable(p.note) << "\n";
   for (const auto& p : r.policies)
@@ -387,7 +389,8 @@ inline void write_results_json(std::ostream& os, const std::vector<evaluation::s
          << ",\"speedup_vs_megatron_static\":" << number(p.speedup_vs_megatron_static)
          << ",\"speedup_vs_ulysses_static\":" << number(p.speedup_vs_ulysses_static)
          << ",\"speedup_vs_paper_baseline\":" << number(p.speedup_vs_paper_baseline)
-         << ",\"gap_to_bound\":" << number(p.gap_to_bound) << ",\"idle_fraction\":" << number(p.idle_fraction)
+         << ",\"gap_to_bound\":" << number(p.gap_to_bound) << ",\"noise_share\":" << number(p.noise_share)
+         << ",\"idle_fraction\":" << number(p.idle_fraction)
          << ",\"peak_bytes\":" << number(p.peak_bytes) << ",\"oom_events\":" << p.oom_events
          << ",\"planning_ms\":" << number(p.planning_ms) << ",\"prediction_error\":" << number(p.prediction_error)
          << ",\"steps\":" << p.steps.size();

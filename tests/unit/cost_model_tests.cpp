@@ -299,7 +299,7 @@ TEST_CASE("Cost.Analytic.decoder_lm_has_no_caption_work") {
 namespace {
 // cost_model optional member 8 for one model: peak bytes of any micro-batch equal those of its
 // (tokens, samples) alone and grow with each; an empty micro-batch is fastest without
-// recomputation.
+// recomputation, and recomputation never shortens a micro-batch's marginal time.
 template <class Model>
 void check_memory_by_tokens(const Model& m, std::uint64_t seed) {
   static_assert(dcp::detail::memory_by_tokens<Model>);
@@ -335,6 +335,14 @@ void check_memory_by_tokens(const Model& m, std::uint64_t seed) {
         more_samples.samples += 1;
         CHECK(m.peak_bytes(more_tokens, c) >= m.peak_bytes(one, c));
         CHECK(m.peak_bytes(more_samples, c) >= m.peak_bytes(one, c));
+        // Recomputation never shortens what a micro-batch's samples add (the ladder of the
+        // truth bound takes each range's floor at its fewest layers).
+        const auto marginal = [&](recompute_setting r) {
+          return dcp::detail::bound_detail::marginal_at(m, packed, execution_config{d, sp, r});
+        };
+        const auto r = static_cast<std::int32_t>(next(layers));
+        CHECK(marginal({r + 1, false}) >= marginal({r, false}) - 1e-12);
+        CHECK(marginal({r, true}) >= marginal({r, false}) - 1e-12);
       }
     }
   }

@@ -416,8 +416,8 @@ TEST_CASE("Finding.11_tools.summary_tables_size_columns_to_content") {
   std::getline(lines, header);
   std::getline(lines, row);
   CAPTURE(os.str());
-  CHECK(cells_of(header).size() == 12);
-  CHECK(cells_of(row).size() == 12);
+  CHECK(cells_of(header).size() == 13);
+  CHECK(cells_of(row).size() == 13);
 
   // dcp-plan's degree table with 10^6 samples and 10^12 tokens in one degree.
   dcp::tool::text_table table({"degree", "micro-steps", "samples", "tokens"}, {});

@@ -319,7 +319,9 @@ TEST_CASE("Sim.Truth.gradient_sync_by_zero_stage") {
 }
 
 TEST_CASE("Sim.Truth.lower_bound_counts_all_work_over_all_gpus") {
-  // 64 short samples on one node: the bound is their marginal work over 8 GPUs.
+  // 64 short samples on one node: the bound is their marginal work over 8 GPUs plus their
+  // share of the fixed micro-step cost; ~8K tokens per GPU fit one micro-step without
+  // recomputation, so that share is less than one empty micro-step per GPU, and more than none.
   const auto truth = llama_truth(1);
   std::vector<sample> batch;
   double work = 0;
@@ -327,7 +329,9 @@ TEST_CASE("Sim.Truth.lower_bound_counts_all_work_over_all_gpus") {
     batch.push_back(text_sample(i, 1000 + static_cast<std::int64_t>(i)));
     work += truth.marginal_seconds(micro_batch_shape::of(batch.back()), at(1));
   }
-  CHECK(sim::truth_lower_bound_seconds(batch, truth) == doctest::Approx(work / 8));
+  const double bound = sim::truth_lower_bound_seconds(batch, truth);
+  CHECK(bound > work / 8);
+  CHECK(bound < work / 8 + truth.seconds(micro_batch_shape{}, at(1)));
   CHECK(sim::truth_lower_bound_seconds(std::vector<sample>{}, truth) == 0.0);
 }
 

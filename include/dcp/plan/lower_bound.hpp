@@ -1,18 +1,20 @@
 #pragma once
 // The honest bound of DESIGN §4.6: no plan finishes its micro-steps sooner than
-//   max( Σ_i min_d d·(m_i(d) + t_i·ρ(d)) / P ,  max_i min_d T_i(d) )
+//   max( Σ_i w_i / P ,  max_i min_d T_i(d) ),   w_i = min_d d·(m_i(d) + t_i·ρ(d))
 // — all work spread perfectly at each sample's most efficient feasible config, and the longest
 // sample at its fastest config. m_i(d) is the cost model's marginal time of sample i (what it
-// adds to any micro-batch it joins, cost_model requirement 5). ρ(d) is the fixed cost per token
-// of a micro-step at degree d: every micro-step pays at least T_∅(d), the time of an empty one,
-// and holds at most C(d) tokens, the most one micro-batch can hold within the budget with every
-// layer recomputed, so each token carries at least ρ(d) = T_∅(d) / C(d) of it. ρ is counted
-// only for a cost model that declares `memory_by_tokens` (cost_model optional member 8: peak
-// bytes depend on a micro-batch only through its tokens and samples, and an empty micro-batch
-// is fastest without recomputation); otherwise ρ = 0, the bound without fixed costs. Valid for
-// every plan under requirement 5 (superadditive packing, no super-linear parallelism);
-// memory-forced recomputation is in T_i because each option uses the recompute strategy's
-// setting for that sample alone.
+// adds to any micro-batch it joins, cost_model requirement 5), with the recomputation its memory
+// forces. ρ(d) is the fixed cost per token of a micro-step at degree d: every micro-step pays at
+// least T_∅(d), the time of an empty one, and holds at most C(d) tokens, the most one
+// micro-batch can hold within the budget with every layer recomputed, so each token carries at
+// least ρ(d) = T_∅(d) / C(d) of it. With bound_options::recompute_ladder, w_i is also bounded
+// over ranges of recomputed layers [lo, hi] — the marginal at lo, the capacity at hi — and the
+// larger of the two is used. ρ is counted only for a cost model that declares
+// `memory_by_tokens` (cost_model optional member 8: peak bytes depend on a micro-batch only
+// through its tokens and samples, an empty micro-batch is fastest without recomputation, and
+// recomputation never shortens a marginal); otherwise ρ = 0, the bound without fixed costs.
+// Valid for every plan under requirement 5 (superadditive packing, no super-linear
+// parallelism).
 
 #include <algorithm>
 #include <cstdint>
@@ -25,55 +27,140 @@
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
-/// ρ(d) per degree index of `ctx` (seconds of fixed micro-step cost per token, 0 where the cost
-/// model does not declare memory_by_tokens or nothing fits at that degree).
-template <class Context>
-[[nodiscard]] std::vector<double> fixed_seconds_per_token(const Context& ctx) {
-  std::vector<double> rho(ctx.degrees().size(), 0.0);
-  using model_t = std::remove_cvref_t<decltype(ctx.problem().cost)>;
-  if constexpr (memory_by_tokens<model_t>) {
-    const auto& cost = ctx.problem().cost;
-    const auto full = recompute_setting::full(cost.model().layers);
-    for (std::size_t k = 0; k < rho.size(); ++k) {
-      const auto fits = [&](std::int64_t tokens) {
-        micro_batch_shape one;
-        one.samples = 1;
-        one.tokens = tokens;
-        one.longest = tokens;
-        return static_cast<double>(cost.peak_bytes(one, ctx.config(k, full))) <= ctx.budget();
-      };
-      if (!fits(1)) continue;
-      // The most tokens one micro-batch holds: doubling, then bisection (peak bytes never
-      // decrease with tokens). 2^62 caps the search; no budget holds that many.
-      std::int64_t low = 1;
-      std::int64_t high = 2;
-      while (high < (std::int64_t{1} << 62) && fits(high)) {
-        low = high;
-        high *= 2;
-      }
-      if (fits(high)) low = high;
-      while (high - low > 1) {
-        const std::int64_t mid = low + (high - low) / 2;
-        (fits(mid) ? low : high) = mid;
-      }
-      rho[k] = std::max(0.0, static_cast<double>(cost.seconds(micro_batch_shape{}, ctx.config(k)))) /
-               static_cast<double>(low);
-    }
+/// What the bound may spend time on.
+struct bound_options {
+  /// Also bound each sample's share over a ladder of recomputation ranges (cost models with
+  /// memory_by_tokens only): for recomputed layers in [lo, hi], a micro-step's samples take at
+  /// least their marginal time at lo, and it holds at most the tokens that fit at hi, so a plan
+  /// that avoids recomputation pays for the many micro-steps it then needs. A sample's share is
+  /// the larger of this and the plain one. Costs a few thousand cost-model calls per bound: the
+  /// truth bound uses it, the planner's per-plan bound does not.
+  bool recompute_ladder = false;
+};
+
+namespace bound_detail {
+
+// The marginal time of shape s under config c (cost_model requirement 5's floor).
+template <class M>
+[[nodiscard]] double marginal_at(const M& cost, const micro_batch_shape& s, const execution_config& c) {
+  if constexpr (requires { cost.marginal_seconds(s, c); }) {
+    return static_cast<double>(cost.marginal_seconds(s, c));
+  } else {
+    return std::max(0.0, static_cast<double>(cost.seconds(s, c)) - static_cast<double>(cost.seconds({}, c)));
   }
-  return rho;
 }
 
+// The most tokens one sample may have at config c within the budget (peak bytes never decrease
+// with tokens under memory_by_tokens); 0 when not even one token fits.
+template <class M>
+[[nodiscard]] std::int64_t token_capacity(const M& cost, const execution_config& c, double budget) {
+  const auto fits = [&](std::int64_t tokens) {
+    micro_batch_shape one;
+    one.samples = 1;
+    one.tokens = tokens;
+    one.longest = tokens;
+    return static_cast<double>(cost.peak_bytes(one, c)) <= budget;
+  };
+  if (!fits(1)) return 0;
+  // Doubling, then bisection; 2^62 caps the search (no budget holds that many).
+  std::int64_t low = 1;
+  std::int64_t high = 2;
+  while (high < (std::int64_t{1} << 62) && fits(high)) {
+    low = high;
+    high *= 2;
+  }
+  if (fits(high)) return high;
+  while (high - low > 1) {
+    const std::int64_t mid = low + (high - low) / 2;
+    (fits(mid) ? low : high) = mid;
+  }
+  return low;
+}
+
+// One rung of the ladder: recomputed layers in [lo, hi], with or without selective
+// recomputation. rho[k]: the fixed cost per token at degree index k, T_∅(k) / C(k, hi), where
+// C is the larger of the capacities with and without selective recomputation (infinity when
+// nothing fits); cheapest: min_k degree(k) · rho[k].
+struct rung {
+  std::int32_t lo = 0;
+  std::int32_t hi = 0;
+  std::vector<double> rho{};
+  double cheapest = std::numeric_limits<double>::infinity();
+};
+
 template <class Context>
-[[nodiscard]] double lower_bound_seconds(const Context& ctx) {
+[[nodiscard]] std::vector<rung> ladder(const Context& ctx, bool with_ranges) {
+  const auto& cost = ctx.problem().cost;
+  const auto layers = static_cast<std::int32_t>(cost.model().layers);
+  std::vector<rung> rungs;
+  if (with_ranges) {
+    // [0, 0], [1, 1], [2, 3], [4, 7], ...: ranges doubling up to every layer.
+    rungs.push_back({0, 0});
+    for (std::int32_t lo = 1; lo <= layers; lo *= 2) {
+      rungs.push_back({lo, std::min(layers, 2 * lo - 1)});
+      if (lo > layers / 2) break;  // the next lo would pass the layers (and could overflow)
+    }
+    rungs.back().hi = layers;
+  } else {
+    rungs.push_back({0, layers});  // the plain share: capacity at full recomputation
+  }
+  for (auto& r : rungs) {
+    r.rho.assign(ctx.degrees().size(), std::numeric_limits<double>::infinity());
+    for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
+      const auto capacity = std::max(token_capacity(cost, ctx.config(k, {r.hi, false}), ctx.budget()),
+                                     token_capacity(cost, ctx.config(k, {r.hi, true}), ctx.budget()));
+      if (capacity == 0) continue;
+      r.rho[k] = std::max(0.0, static_cast<double>(cost.seconds(micro_batch_shape{}, ctx.config(k)))) /
+                 static_cast<double>(capacity);
+      r.cheapest = std::min(r.cheapest, static_cast<double>(ctx.degree(k)) * r.rho[k]);
+    }
+  }
+  return rungs;
+}
+
+}  // namespace bound_detail
+
+template <class Context>
+[[nodiscard]] double lower_bound_seconds(const Context& ctx, bound_options options = {}) {
   const std::size_t n = ctx.size();
   if (n == 0) return 0.0;
   const auto relaxed = ctx.evaluate(micro_batch_shape{}, 0).recompute;
-  const auto rho = fixed_seconds_per_token(ctx);
-  // The least fixed cost per token at any degree, in GPU-seconds: what a sample without a menu
-  // carries wherever it runs.
-  double cheapest_rho = std::numeric_limits<double>::infinity();
-  for (std::size_t k = 0; k < rho.size(); ++k)
-    cheapest_rho = std::min(cheapest_rho, static_cast<double>(ctx.degree(k)) * rho[k]);
+  const auto& cost = ctx.problem().cost;
+  using model_t = std::remove_cvref_t<decltype(cost)>;
+  constexpr bool shares = memory_by_tokens<model_t>;
+  // The plain share (capacity at full recomputation) and, if asked, the ladder.
+  std::vector<bound_detail::rung> plain;
+  std::vector<bound_detail::rung> rungs;
+  if constexpr (shares) {
+    plain = bound_detail::ladder(ctx, false);
+    if (options.recompute_ladder) rungs = bound_detail::ladder(ctx, true);
+  }
+  const double plain_cheapest = shares ? plain[0].cheapest : 0.0;
+  const auto plain_rho = [&](std::size_t k) { return shares ? plain[0].rho[k] : 0.0; };
+  // Sample i's least GPU-seconds over the ladder at the degree indices `ks` (a sample too large
+  // for a rung at a degree is never run there with that recomputation).
+  const auto ladder_work = [&](std::size_t i, bool degree_one_only) {
+    double best = std::numeric_limits<double>::infinity();
+    const auto& shape = ctx.shape(i);
+    const auto tokens = static_cast<double>(shape.tokens);
+    for (const auto& r : rungs) {
+      if (degree_one_only) {
+        best = std::min(best, bound_detail::marginal_at(cost, shape, ctx.config(0, {r.lo, false})) +
+                                  tokens * r.cheapest);
+        continue;
+      }
+      for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
+        if (r.rho[k] == std::numeric_limits<double>::infinity()) continue;
+        const bool fits = static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, false}))) <= ctx.budget() ||
+                          static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, true}))) <= ctx.budget();
+        if (!fits) continue;
+        best = std::min(best, static_cast<double>(ctx.degree(k)) *
+                                  (bound_detail::marginal_at(cost, shape, ctx.config(k, {r.lo, false})) +
+                                   tokens * r.rho[k]));
+      }
+    }
+    return best;
+  };
   // Menus for every sample that is not relaxed at degree 1 and for the longest few (samples
   // are in canonical order, longest first); the others are cheapest at degree 1.
   constexpr std::size_t always_menu = 64;
@@ -84,7 +171,9 @@ template <class Context>
     const bool relaxed_single = single.feasible && single.recompute == relaxed;
     const auto tokens = static_cast<double>(ctx.shape(i).tokens);
     if (relaxed_single && i >= always_menu) {
-      work += ctx.marginal_seconds(i, single, 0) + tokens * cheapest_rho;
+      double w = ctx.marginal_seconds(i, single, 0) + tokens * plain_cheapest;
+      if (!rungs.empty()) w = std::max(w, ladder_work(i, true));
+      work += w;
       continue;
     }
     double cheapest = std::numeric_limits<double>::infinity();
@@ -93,10 +182,11 @@ template <class Context>
       const auto& o = ctx.alone(i, k);
       if (!o.feasible) continue;
       cheapest = std::min(cheapest, static_cast<double>(ctx.degree(k)) *
-                                        (ctx.marginal_seconds(i, o, k) + tokens * rho[k]));
+                                        (ctx.marginal_seconds(i, o, k) + tokens * plain_rho(k)));
       fastest = std::min(fastest, o.seconds);
     }
     if (fastest == std::numeric_limits<double>::infinity()) ctx.throw_does_not_fit(i);
+    if (!rungs.empty()) cheapest = std::max(cheapest, ladder_work(i, false));
     work += cheapest;
     critical = std::max(critical, fastest);
   }

@@ -19,8 +19,9 @@ namespace dcp::inline DCP_ABI_NAMESPACE::sim {
 
 /// No plan whose micro-steps stay within the GPU's capacity under the truth model, with
 /// recomputation chosen by `recompute`, finishes the batch's micro-steps sooner than this (noise
-/// and NIC sharing only add time): max(sum_i min_d d * marginal_i(d) / P, max_i min_d T_i(d)),
-/// each option's recomputation the strategy's choice for the sample alone at the capacity.
+/// free; NIC sharing only adds time): dcp/plan/lower_bound.hpp's bound with each sample's share
+/// of the fixed per-micro-step cost over the ladder of recomputation ranges, each option's
+/// recomputation the strategy's choice for the sample alone at the capacity.
 /// Throws what validate_batch throws, and sample_does_not_fit for a sample that fits nowhere.
 template <recompute_strategy<truth_model> Recompute = pyramid_recompute>
 [[nodiscard]]
@@ -36,7 +37,7 @@ double truth_lower_bound_seconds(std::span<const sample> batch, const truth_mode
   const std::vector<std::int32_t> buckets(samples.size(), 0);
   const placement_problem<truth_model, Recompute> problem{samples, buckets, model, recompute};
   const dcp::placement_context<truth_model, Recompute> context(problem);
-  return dcp::detail::lower_bound_seconds(context);
+  return dcp::detail::lower_bound_seconds(context, {.recompute_ladder = true});
 }
 
 [[nodiscard]]
