@@ -259,6 +259,13 @@ private:
         const auto& o = item.menu[k];
         if (!o.feasible) continue;
         const auto d = ctx_.degree(k);
+        const bool preferred = !ctx_.crosses_nodes(k) || crossing_saves_work(item, k);
+        // Once a degree meets the target, one that cannot beat it (its run alone costs as many
+        // GPU-seconds, or it is of a less preferred kind) need not ask when its block frees.
+        if (best != item.menu.size() &&
+            ((best_preferred && !preferred) ||
+             (preferred == best_preferred && static_cast<double>(d) * o.seconds >= best_cost)))
+          continue;
         // Single-GPU runs join the fill, which balances them: no block to wait for.
         const auto slot = d > 1 ? blocks.earliest(d) : block_loads::slot{};
         const double end = slot.start + o.seconds;
@@ -267,7 +274,6 @@ private:
           soonest = k;
         }
         if (end > target) continue;
-        const bool preferred = !ctx_.crosses_nodes(k) || crossing_saves_work(item, k);
         const double cost = static_cast<double>(d) * o.seconds + slot.idle;
         if ((preferred && !best_preferred) || (preferred == best_preferred && cost < best_cost)) {
           best = k;
