@@ -18,10 +18,14 @@ struct sim_options_cli {
   std::string model = "llama3-8b";
   bool model_given = false;
   std::string gpu = "h200";
+  bool gpu_given = false;
   std::int64_t nodes = 4;
+  bool nodes_given = false;
   std::int64_t gpus_per_node = 8;
   int zero_stage = 1;
+  bool zero_given = false;
   sequence_parallel sp = sequence_parallel::ulysses;
+  bool sp_given = false;
   std::string workload = "wikipedia";
   bool workload_given = false;
   std::optional<std::string> file{};  ///< lengths (or, with --video-csv, frames,height,width)
@@ -39,6 +43,7 @@ struct sim_options_cli {
   std::optional<std::string> out{};
   std::optional<std::string> plan{};
   bool fidelity = false;  ///< re-enact the published protocols (docs/fidelity.md)
+  bool matrix = false;    ///< every policy on the scenario matrix (tools/dcp_sim_matrix.hpp)
   bool help = false;
 };
 
@@ -74,6 +79,13 @@ Options (defaults in brackets):
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)
                       on the batch it was made for (--file, or the first step's batch);
                       refused, naming what differs, when its ids or tokens are another batch's
+  --matrix            every policy on the scenario matrix: Llama-3-8B / 70B and Qwen2.5-72B on
+                      wikipedia, long-sft and long-context at 128K / 512K / 2M, STDiT3-XL and
+                      Wan2.1-14B on opensora; 32, 256 and 1,024 GPUs; H100 and H200; Ulysses and
+                      ring (ZeRO-3 from 10B parameters; 31,250 tokens per GPU per step for
+                      text, 125,000 for video); one row per cell. --model, --workload,
+                      --context, --gpu, --nodes and --sp keep one value of their axis;
+                      --steps [3]; docs/results.md "Scenario matrix"
   --fidelity          re-enact published benchmarks (Megatron-Core dynamic CP, FlexSP) on the
                       truth model: published vs simulated speedup, step times, and whether
                       each is within 15 %, else the mechanism that explains the miss
@@ -113,15 +125,22 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     } else if (flag == "--gpu") {
       o.gpu = std::string(next());
       (void)gpu_named(o.gpu);
-    } else if (flag == "--nodes") o.nodes = detail::parse_integer<std::int64_t>(flag, next(), 1, 8192);
+      o.gpu_given = true;
+    } else if (flag == "--nodes") {
+      o.nodes = detail::parse_integer<std::int64_t>(flag, next(), 1, 8192);
+      o.nodes_given = true;
+    }
     else if (flag == "--gpus-per-node")
       o.gpus_per_node = detail::parse_integer<std::int64_t>(flag, next(), 1, 64);
-    else if (flag == "--zero") o.zero_stage = detail::parse_integer<int>(flag, next(), 0, 3);
-    else if (flag == "--sp") {
+    else if (flag == "--zero") {
+      o.zero_stage = detail::parse_integer<int>(flag, next(), 0, 3);
+      o.zero_given = true;
+    } else if (flag == "--sp") {
       const auto v = next();
       if (v == "ulysses") o.sp = sequence_parallel::ulysses;
       else if (v == "ring") o.sp = sequence_parallel::ring;
       else detail::bad_choice(flag, v, "ulysses or ring");
+      o.sp_given = true;
     } else if (flag == "--workload") {
       const auto v = next();
       if (v != "wikipedia" && v != "megatron" && v != "long-sft" && v != "long-context" && v != "opensora")
@@ -140,6 +159,7 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
       o.steps = detail::parse_integer<std::int64_t>(flag, next(), 1, 100000);
       o.steps_given = true;
     } else if (flag == "--fidelity") o.fidelity = true;
+    else if (flag == "--matrix") o.matrix = true;
     else if (flag == "--seed") o.seed = detail::parse_integer<std::uint64_t>(flag, next(), 0);
     else if (flag == "--policies") {
       std::string_view list = next();
@@ -159,6 +179,10 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
   if (o.fidelity && (o.model_given || o.workload_given || o.file || o.plan || o.out || !o.policies.empty() ||
                      o.tokens_given || o.context_given))
     throw usage_error("--fidelity re-enacts fixed published protocols; it takes only --json, --steps and --seed");
+  if (o.matrix && (o.fidelity || o.file || o.plan || o.out || o.tokens_given || o.zero_given))
+    throw usage_error("--matrix sizes each cell itself; with it --model, --workload, --context, --gpu, --nodes and "
+                      "--sp keep one value of that axis, and --policies, --steps, --seed and --json apply; not "
+                      "--fidelity, --file, --plan, --out, --tokens or --zero");
   return o;
 }
 

@@ -36,14 +36,18 @@
 #include "cli_common.hpp"
 #include "dcp_sim_cli.hpp"
 #include "dcp_sim_fidelity.hpp"
+#include "dcp_sim_matrix.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
 namespace sim_detail {
 
 /// The policies every scenario is run with, planning with the analytic cost model.
+/// With `skipped`, a user static layout whose rule finds no layout for the scenario is left out
+/// and named there with the reason (the matrix runs every cell); without it, that is an error.
 inline std::vector<evaluation::policy_entry> make_policies(const evaluation::scenario& sc,
-                                                    const std::vector<std::string>& wanted) {
+                                                    const std::vector<std::string>& wanted,
+                                                    std::vector<std::string>* skipped = nullptr) {
   const auto cost = std::make_shared<analytic_cost_model>(sc.model, sc.cluster, sc.training);
   std::vector<evaluation::policy_entry> all;
   using cost_t = analytic_cost_model;
@@ -110,11 +114,24 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
       all.push_back({std::string(layout.layout.name()),
                      [shared](std::span<const sample> batch) { return shared->plan(batch); }, {}, layout.reason});
     };
+    const auto add_or_skip = [&](const char* name, auto make) {
+      if (!skipped) return add_user(make());
+      try {
+        add_user(make());
+      } catch (const dcp::error& e) {
+        skipped->push_back(std::string(name) + ": " + e.what());
+      }
+    };
     for (auto granularity : {baselines::recompute_granularity::full, baselines::recompute_granularity::selective})
-      add_user(baselines::megatron_user_layout(sc.model, sc.cluster, sc.training, kinds, granularity,
-                                               sc.tokens_per_step, peak, truth.capacity_bytes()));
-    add_user(baselines::ulysses_user_layout(sc.model, sc.cluster, sc.training, kinds, sc.tokens_per_step, peak,
-                                            truth.capacity_bytes()));
+      add_or_skip(granularity == baselines::recompute_granularity::full ? "megatron-static" : "megatron-static-sel",
+                  [&] {
+                    return baselines::megatron_user_layout(sc.model, sc.cluster, sc.training, kinds, granularity,
+                                                           sc.tokens_per_step, peak, truth.capacity_bytes());
+                  });
+    add_or_skip("ulysses-static", [&] {
+      return baselines::ulysses_user_layout(sc.model, sc.cluster, sc.training, kinds, sc.tokens_per_step, peak,
+                                            truth.capacity_bytes());
+    });
   }
   // Named variants: a peer strengthened by us (docs/baselines.md, "what is ours"). Last, so that
   // every policy above keeps its noise seed.
@@ -143,6 +160,9 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
   if (wanted.empty()) return all;
   std::vector<evaluation::policy_entry> chosen;
   for (const auto& name : wanted) {
+    if (skipped && std::any_of(skipped->begin(), skipped->end(),
+                               [&](const std::string& s) { return s.starts_with(name + ": "); }))
+      continue;
     bool found = false;
     for (const auto& p : all)
       if (p.name == name) {
@@ -359,16 +379,8 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc, const 
 
 inline void write_results_json(std::ostream& os, const std::vector<evaluation::scenario>& scenarios,
                 const std::vector<evaluation::scenario_result>& results) {
-  auto string = [](std::string_view text) {
-    std::ostringstream s;
-    dcp::detail::write_json_string(s, text);
-    return s.str();
-  };
-  auto number = [](double v) {
-    std::ostringstream s;
-    s << std::setprecision(17) << v;
-    return s.str();
-  };
+  const auto string = json_string_of;
+  const auto number = json_number_of;
   os << "{\"scenarios\":[";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
@@ -478,6 +490,21 @@ inline int sim_main(std::span<const std::string_view> args, std::ostream& out, s
       const auto report = evaluation::run_fidelity({.steps = o.steps_given ? o.steps : 0, .seed = o.seed});
       if (o.json) write_fidelity_json(out, report);
       else print_fidelity(out, report);
+      finish_output(out);
+      return 0;
+    }
+    if (o.matrix) {
+      progress_bar bar("matrix");
+      const auto rows = run_matrix(
+          o,
+          [](const sim_options_cli& cell, std::vector<std::string>& skipped) {
+            const auto scenarios = make_scenarios(cell);
+            return evaluation::run(scenarios.front(), make_policies(scenarios.front(), cell.policies, &skipped));
+          },
+          [&](std::int64_t d, std::int64_t t) { bar(d, t); });
+      const auto steps = o.steps_given ? o.steps : 3;
+      if (o.json) write_matrix_json(out, rows, steps, o.gpus_per_node);
+      else print_matrix(out, rows, steps, o.gpus_per_node);
       finish_output(out);
       return 0;
     }

@@ -395,3 +395,45 @@ TEST_CASE("Tool.Sim.fidelity_gives_published_and_simulated_ratios_and_a_verdict_
   CHECK(table.out.find("+-15 %") != std::string::npos);
   CHECK(run_sim({"--fidelity", "--model", "llama3-8b"}).status == 2);
 }
+
+TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
+  // The full grid: 3 text models x 5 text workloads + 2 video models, x 3 sizes x 2 GPUs x 2 styles.
+  const auto all = tool::sim_detail::matrix_cells(tool::sim_options_cli{});
+  CHECK(all.size() == (3 * 5 + 2) * 3 * 2 * 2);
+  for (const auto& cell : all) {
+    CAPTURE(cell.command(3, 8));
+    CHECK(cell.zero_stage == (cell.model == "llama3-8b" || cell.model == "stdit3-xl" ? 1 : 3));
+    CHECK(cell.tokens == (cell.workload == "opensora" ? 125'000 : 31'250) * cell.gpus);
+  }
+  // A fixed axis keeps one value.
+  tool::sim_options_cli o;
+  o.model = "llama3-8b";
+  o.model_given = true;
+  o.workload = "long-context";
+  o.workload_given = true;
+  CHECK(tool::sim_detail::matrix_cells(o).size() == 3 * 3 * 2 * 2);
+  // One cell run: its row, the summary, and the JSON with the same figures.
+  const auto table = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu", "h200",
+                              "--nodes", "1", "--sp", "ulysses", "--steps", "1", "--policies", "dcp,static,flexsp"});
+  CAPTURE(table.out);
+  CHECK(table.status == 0);
+  CHECK(table.out.find("1 of 1 cells ran (1 steps each)") != std::string::npos);
+  CHECK(table.out.find("llama3-8b") != std::string::npos);
+  const auto json = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu", "h200",
+                             "--nodes", "1", "--sp", "ulysses", "--steps", "1", "--policies", "dcp,static,flexsp",
+                             "--json"});
+  CHECK(json.status == 0);
+  const auto doc = dcp::json::parse(json.out);
+  const auto& rows = doc["matrix"].items;
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["gpus"].number() == 8);
+  CHECK(rows[0]["tokens"].number() == 250'000);
+  CHECK(rows[0]["dcp_tokens_per_s"].number() > 0);
+  CHECK((rows[0]["best_other"].text == "static" || rows[0]["best_other"].text == "flexsp"));
+  CHECK(rows[0]["dcp_over_best_other"].number() ==
+        doctest::Approx(rows[0]["dcp_tokens_per_s"].number() / rows[0]["best_other_tokens_per_s"].number()));
+  CHECK(rows[0]["gap_to_bound"].number() >= 0.0);
+  // What a cell sizes itself cannot be given.
+  CHECK(run_sim({"--matrix", "--tokens", "5"}).status == 2);
+  CHECK(run_sim({"--matrix", "--fidelity"}).status == 2);
+}
