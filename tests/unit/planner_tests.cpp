@@ -3,7 +3,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <vector>
 
 #include "dcp/baselines/verl_balanced_dp.hpp"
@@ -72,4 +76,109 @@ TEST_CASE("Planner.Bound.counts_each_samples_share_of_the_fixed_micro_step_cost"
     CHECK(plan.lower_bound_seconds <= plan.makespan_seconds);
     CHECK(plan.lower_bound_seconds <= fixed.plan(batch).makespan_seconds);
   }
+}
+
+namespace {
+
+// The exact optimum makespan of a small batch over every plan with aligned groups: each sample
+// goes to one aligned block of some degree, each block's samples are split into micro-batches
+// (any partition whose micro-batches fit the budget, each with the recompute strategy's setting
+// for the union), in any order. Blocks of a power-of-two cluster form a tree, so a schedule can
+// never beat, and largest-block-first achieves, the busiest root-to-rank chain: the makespan of
+// an assignment is max over ranks of the summed micro-batch times of the blocks holding it.
+double exhaustive_optimum(const analytic_cost_model& cost, const std::vector<sample>& batch) {
+  const auto n = batch.size();
+  const auto gpus = cost.cluster().gpus;
+  const auto degrees = allowed_degrees(cost.model(), cost.cluster(), cost.training().sp);
+  const std::size_t subsets = std::size_t{1} << n;
+  constexpr double none = std::numeric_limits<double>::infinity();
+  // best[k][mask]: the least total time of micro-batches at degree index k covering mask.
+  std::vector<std::vector<double>> best(degrees.size(), std::vector<double>(subsets, none));
+  for (std::size_t k = 0; k < degrees.size(); ++k) {
+    std::vector<double> run(subsets, none);
+    for (std::size_t mask = 1; mask < subsets; ++mask) {
+      micro_batch_shape shape;
+      for (std::size_t i = 0; i < n; ++i)
+        if (mask >> i & 1) shape += micro_batch_shape::of(batch[i]);
+      execution_config c{degrees[k], cost.training().sp, {}};
+      if (const auto r = pyramid_recompute{}.choose(cost, shape, c)) {
+        c.recompute = *r;
+        if (cost.peak_bytes(shape, c) <= cost.memory_budget()) run[mask] = cost.seconds(shape, c);
+      }
+    }
+    best[k][0] = 0;
+    for (std::size_t mask = 1; mask < subsets; ++mask) {
+      const std::size_t low = mask & (~mask + 1);
+      // Every micro-batch holding the lowest sample, and the best split of the rest.
+      for (std::size_t part = mask; part != 0; part = (part - 1) & mask)
+        if (part & low) best[k][mask] = std::min(best[k][mask], run[part] + best[k][mask ^ part]);
+    }
+  }
+  struct block {
+    std::size_t k;
+    std::int64_t first;
+  };
+  std::vector<block> blocks;
+  for (std::size_t k = 0; k < degrees.size(); ++k)
+    for (std::int64_t first = 0; first + degrees[k] <= gpus; first += degrees[k]) blocks.push_back({k, first});
+  std::vector<std::size_t> members(blocks.size(), 0);
+  double optimum = none;
+  const std::function<void(std::size_t)> assign = [&](std::size_t i) {
+    if (i == n) {
+      std::vector<double> chain(static_cast<std::size_t>(gpus), 0.0);
+      for (std::size_t b = 0; b < blocks.size(); ++b) {
+        if (members[b] == 0) continue;
+        const double t = best[blocks[b].k][members[b]];
+        if (t == none) return;
+        for (auto r = blocks[b].first; r < blocks[b].first + degrees[blocks[b].k]; ++r)
+          chain[static_cast<std::size_t>(r)] += t;
+      }
+      optimum = std::min(optimum, *std::max_element(chain.begin(), chain.end()));
+      return;
+    }
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      members[b] |= std::size_t{1} << i;
+      assign(i + 1);
+      members[b] &= ~(std::size_t{1} << i);
+    }
+  };
+  assign(0);
+  return optimum;
+}
+
+}  // namespace
+
+TEST_CASE("Planner.Optimum.within_2_percent_of_an_exhaustive_search_on_small_instances") {
+  // Issue 10's bar: on small instances ours is within 2 % of the exact optimum on average. Four
+  // H200s in one node (degrees 1, 2, 4), six samples: a heavy-tailed mix up to 64K tokens,
+  // where the long ones need a degree above 1 or recomputation and the short ones can share.
+  cluster_spec cluster = hgx_cluster(1, gpus::h200_sxm());
+  cluster.gpus = 4;
+  cluster.gpus_per_node = 4;
+  const analytic_cost_model cost(models::llama3_8b(), cluster);
+  const DataCentricScheduler<> ours(cost);
+  double excess = 0;
+  int instances = 0;
+  for (std::uint64_t seed = 1; seed <= 24; ++seed) {
+    CAPTURE(seed);
+    std::uint64_t state = seed * 0x9E3779B97F4A7C15ull;
+    std::vector<sample> batch;
+    for (std::uint64_t i = 0; i < 6; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const double u = static_cast<double>(state >> 11) * 0x1.0p-53;
+      // Pareto-like: most a few thousand tokens, some tens of thousands, a few at 64K.
+      const auto tokens = static_cast<std::int64_t>(std::min(65536.0, 2000.0 / std::pow(1.0 - 0.999 * u, 1.1)));
+      batch.push_back(text_sample(i, tokens));
+    }
+    const double optimum = exhaustive_optimum(cost, batch);
+    REQUIRE(optimum < std::numeric_limits<double>::infinity());
+    const auto plan = ours.plan(batch);
+    CHECK(plan.makespan_seconds >= optimum * (1 - 1e-9));  // a plan, so never below the optimum
+    CHECK(plan.lower_bound_seconds <= optimum * (1 + 1e-9));
+    excess += plan.makespan_seconds / optimum - 1.0;
+    ++instances;
+  }
+  const double mean = excess / instances;
+  MESSAGE("mean excess over the exhaustive optimum: " << 100 * mean << " %");
+  CHECK(mean <= 0.02);
 }
