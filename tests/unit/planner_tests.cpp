@@ -182,3 +182,32 @@ TEST_CASE("Planner.Optimum.within_2_percent_of_an_exhaustive_search_on_small_ins
   MESSAGE("mean excess over the exhaustive optimum: " << 100 * mean << " %");
   CHECK(mean <= 0.02);
 }
+
+TEST_CASE("Planner.LongContext.crosses_nodes_together_only_when_that_is_faster") {
+  // Llama-3-8B on 1,024 H200 with ring attention, 512K context, 32M tokens per step (the
+  // matrix's worst cell before): each 100K-250K sample runs in a node within the step, but
+  // together those long in-node runs fill the ranks too coarsely; crossing nodes at the degree
+  // of a per-GPU token cap (the verl variant's allotment) is faster. The plan may do so only
+  // because it is faster than the best plan whose crossing groups are each needed alone.
+  training_spec training;
+  training.sp = sequence_parallel::ring;
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(128, gpus::h200_sxm()), training);
+  const DataCentricScheduler<> ours(cost);
+  balanced_placement strict_options;
+  strict_options.cross_nodes_when_faster = false;
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement> strict(
+      cost, {}, {}, strict_options);
+  baselines::verl_balanced_dp hybrid;
+  hybrid.ulysses_degree = 1;
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, baselines::verl_balanced_dp>
+      verl(cost, {}, {}, hybrid);
+  for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+    CAPTURE(seed);
+    const auto documents = workload::draw_batch(workload::long_context_corpus(), 32'000'000, seed);
+    const auto batch = workload::split_to_context(documents, 524'288).samples;
+    const auto plan = ours.plan(batch);
+    const auto strict_plan = strict.plan(batch);
+    CHECK(plan.makespan_seconds < strict_plan.makespan_seconds);
+    CHECK(plan.makespan_seconds <= verl.plan(batch).makespan_seconds);
+  }
+}

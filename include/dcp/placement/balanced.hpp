@@ -41,6 +41,12 @@ struct balanced_placement {
   int ranked_candidates = 32;
   /// Compare with the static layouts and return the best one if it is faster than ours.
   bool compare_static = true;
+  /// Also schedule the best allotment whose node-crossing groups are each unneeded (every one's
+  /// in-node option, started where it starts, would end in time, and would take no more
+  /// GPU-seconds), and return it when its plan is faster than the best plan without such
+  /// groups: together they shorten the step (long in-node runs fill the ranks coarsely). Off,
+  /// every crossing group is needed on its own.
+  bool cross_nodes_when_faster = true;
   /// Report the best static layout's makespan even when it is slower than ours (an exact
   /// search over every degree). Off by default: static layouts whose floor already exceeds our
   /// makespan are then skipped, and the plan reports 0 when none could beat it.
@@ -69,27 +75,30 @@ public:
     // the fluid estimate, then schedule the best few in full.
     std::vector<std::pair<double, std::size_t>> ranked;
     std::vector<std::vector<std::size_t>> seen;  // distinct allotments only
+    std::optional<std::pair<double, std::size_t>> loose;  // the best with unneeded crossings
     const auto offer = [&](std::vector<std::size_t> choice) {
       if (std::find(seen.begin(), seen.end(), choice) != seen.end()) return;
       const auto fluid = fluid_estimate(choice);
       seen.push_back(std::move(choice));
       // An allotment whose node-crossing groups are not needed (the step lasts longer than
-      // their fastest in-node option would end) cannot give a valid plan: skip it before
-      // scheduling.
+      // their fastest in-node option would end) cannot give a plan without such groups: it is
+      // kept aside, the best of them scheduled below only if it may beat the others.
       if (!fluid.needless_crossing) ranked.emplace_back(fluid.estimate, seen.size() - 1);
+      else if (!loose || fluid.estimate < loose->first) loose.emplace(fluid.estimate, seen.size() - 1);
     };
     for (const double target : targets) {
       offer(allot(target));
       offer(allot_placed(target));
     }
+    for (std::size_t doubled = 0; doubled < 5; ++doubled) offer(allot_unrecomputed(doubled));
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     // Schedule the best-ranked allotments in full until `full_candidates` of them give valid
     // plans; the relaxed one (every sample at its cheapest degree, groups inside a node unless
     // memory forces otherwise) is always valid and tried when none of them was.
     std::optional<placement> best;
-    auto consider = [&](const std::vector<std::size_t>& choice) {
-      auto candidate = schedule(choice);
+    auto consider = [&](const std::vector<std::size_t>& choice, bool allow_unneeded = false) {
+      auto candidate = schedule(choice, allow_unneeded);
       if (!candidate) return false;
       if (!best || candidate->makespan_seconds < best->makespan_seconds) best = std::move(candidate);
       return true;
@@ -99,6 +108,9 @@ public:
       if (consider(seen[ranked[n].second])) ++valid;
     if (!best && !consider(allot(std::numeric_limits<double>::infinity())))
       throw error("balanced_placement: internal error, the relaxed target gave no valid plan");
+    // One more full schedule, only where the fluid estimate says unneeded crossings may win.
+    if (options_.cross_nodes_when_faster && loose && loose->first < best->makespan_seconds)
+      consider(seen[loose->second], true);
     best->policy = "balanced";
     return std::move(*best);
   }
@@ -293,6 +305,32 @@ private:
     return choice;
   }
 
+  // Degree index per long item: the smallest degree at which it runs with the recompute
+  // strategy's lightest setting (what an empty micro-batch gets), else its fastest, then
+  // `doubled` degrees higher where that is feasible — the allotments of a token cap per GPU
+  // halved `doubled` times (verl's), which keep every run short and unrecomputed.
+  [[nodiscard]] std::vector<std::size_t> allot_unrecomputed(std::size_t doubled) const {
+    std::vector<std::size_t> choice(longs_.size(), 0);
+    std::vector<recompute_setting> lightest;
+    for (std::size_t k = 0; k < ctx_.degrees().size(); ++k)
+      lightest.push_back(ctx_.evaluate(micro_batch_shape{}, k).recompute);
+    for (std::size_t j = 0; j < longs_.size(); ++j) {
+      const auto& item = longs_[j];
+      std::size_t pick = item.menu.size();
+      std::size_t fastest = item.menu.size();
+      for (std::size_t k = 0; k < item.menu.size(); ++k) {
+        if (!item.menu[k].feasible) continue;
+        if (fastest == item.menu.size() || item.menu[k].seconds < item.menu[fastest].seconds) fastest = k;
+        if (pick == item.menu.size() && item.menu[k].recompute == lightest[k]) pick = k;
+      }
+      pick = pick < item.menu.size() ? pick : fastest;
+      for (std::size_t step = 0; step < doubled && pick + 1 < item.menu.size() && item.menu[pick + 1].feasible; ++step)
+        ++pick;
+      choice[j] = pick;
+    }
+    return choice;
+  }
+
   struct block_assignment {
     std::vector<double> free;                       // per rank, after the multi-GPU samples
     struct block {
@@ -385,8 +423,10 @@ private:
   }
 
   // Full schedule for one allotment: blocks, single-GPU samples, packing, local search; nullopt
-  // when a group crosses nodes although its in-node option would not lengthen the step.
-  [[nodiscard]] std::optional<placement> schedule(const std::vector<std::size_t>& choice) {
+  // when a group crosses nodes although its in-node option would not lengthen the step (unless
+  // `allow_unneeded`).
+  [[nodiscard]] std::optional<placement> schedule(const std::vector<std::size_t>& choice,
+                                                  bool allow_unneeded = false) {
     const auto a = place_blocks(choice);
     // Two assignments of the single-GPU samples, each packed; the one that finishes first is
     // refined. LPT balances best; filling ranks bucket by bucket up to the average load keeps
@@ -431,7 +471,7 @@ private:
                                          ctx_.config(0), free[r]);
       out.makespan_seconds = std::max(out.makespan_seconds, finish);
     }
-    if (needless_crossing(a, choice, out.makespan_seconds)) return std::nullopt;
+    if (!allow_unneeded && needless_crossing(a, choice, out.makespan_seconds)) return std::nullopt;
     return out;
   }
 
