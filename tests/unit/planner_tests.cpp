@@ -18,6 +18,25 @@
 
 using namespace dcp;
 
+namespace {
+
+// One step's batch: documents drawn to `tokens` from `distribution`, split at `context`.
+template <class Distribution>
+std::vector<sample> split_batch(const Distribution& distribution, std::int64_t tokens, std::int64_t context,
+                                std::uint64_t seed) {
+  return workload::split_to_context(workload::draw_batch(distribution, tokens, seed), context).samples;
+}
+
+// The verl variant (verl-hybrid) over a cost model.
+auto verl_hybrid(const analytic_cost_model& cost) {
+  baselines::verl_balanced_dp hybrid;
+  hybrid.ulysses_degree = 1;
+  return DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, baselines::verl_balanced_dp>(
+      cost, {}, {}, hybrid);
+}
+
+}  // namespace
+
 TEST_CASE("Planner.LongContext.ahead_of_the_verl_variant_behind_a_world_sized_sample") {
   // Llama-3-8B on H100 with ring attention, 2M context, 8M tokens per step (issue 10's bar):
   // the longest document needs all 256 GPUs, and every other long one runs after it. A degree
@@ -27,16 +46,12 @@ TEST_CASE("Planner.LongContext.ahead_of_the_verl_variant_behind_a_world_sized_sa
     training_spec training;
     training.sp = sequence_parallel::ring;
     const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(nodes, gpus::h100_sxm()), training);
-    baselines::verl_balanced_dp hybrid;
-    hybrid.ulysses_degree = 1;
     const DataCentricScheduler<> ours(cost);
-    const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, baselines::verl_balanced_dp>
-        verl(cost, {}, {}, hybrid);
+    const auto verl = verl_hybrid(cost);
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
       CAPTURE(nodes);
       CAPTURE(seed);
-      const auto documents = workload::draw_batch(workload::long_context_corpus(), 8'000'000, seed);
-      const auto batch = workload::split_to_context(documents, 2'097'152).samples;
+      const auto batch = split_batch(workload::long_context_corpus(), 8'000'000, 2'097'152, seed);
       const auto plan = ours.plan(batch);
       CHECK(plan.makespan_seconds <= verl.plan(batch).makespan_seconds);
       CHECK(plan.makespan_seconds >= plan.lower_bound_seconds);
@@ -67,8 +82,7 @@ TEST_CASE("Planner.Bound.counts_each_samples_share_of_the_fixed_micro_step_cost"
   const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, best_static_placement> fixed(cost);
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
     CAPTURE(seed);
-    const auto documents = workload::draw_batch(workload::wikipedia(), 1'000'000, seed);
-    const auto batch = workload::split_to_context(documents, 65'536).samples;
+    const auto batch = split_batch(workload::wikipedia(), 1'000'000, 65'536, seed);
     const auto plan = ours.plan(batch);
     const auto plain_plan = ours_plain.plan(batch);
     CHECK(plain_plan.makespan_seconds == plan.makespan_seconds);  // same model, same plan
@@ -197,14 +211,10 @@ TEST_CASE("Planner.LongContext.crosses_nodes_together_only_when_that_is_faster")
   strict_options.cross_nodes_when_faster = false;
   const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement> strict(
       cost, {}, {}, strict_options);
-  baselines::verl_balanced_dp hybrid;
-  hybrid.ulysses_degree = 1;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, baselines::verl_balanced_dp>
-      verl(cost, {}, {}, hybrid);
+  const auto verl = verl_hybrid(cost);
   for (std::uint64_t seed = 1; seed <= 2; ++seed) {
     CAPTURE(seed);
-    const auto documents = workload::draw_batch(workload::long_context_corpus(), 32'000'000, seed);
-    const auto batch = workload::split_to_context(documents, 524'288).samples;
+    const auto batch = split_batch(workload::long_context_corpus(), 32'000'000, 524'288, seed);
     const auto plan = ours.plan(batch);
     const auto strict_plan = strict.plan(batch);
     CHECK(plan.makespan_seconds < strict_plan.makespan_seconds);
