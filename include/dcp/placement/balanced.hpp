@@ -117,8 +117,10 @@ public:
 
 private:
   struct long_item {
-    std::size_t sample;
-    std::vector<degree_option> menu;  // per degree index
+    std::size_t sample = 0;
+    std::vector<degree_option> menu{};  // per degree index
+    std::size_t fastest = 0;            // degree index of the fastest feasible option (first)
+    std::size_t unrecomputed = 0;       // the smallest with the strategy's lightest setting, else fastest
     double fastest_intra = std::numeric_limits<double>::infinity();
     double cheapest_intra = std::numeric_limits<double>::infinity();  // GPU-seconds
     bool fits_intra = false;
@@ -131,6 +133,10 @@ private:
     estimate_.resize(n);
     is_long_.assign(n, false);
     const auto relaxed = ctx_.evaluate(micro_batch_shape{}, 0).recompute;
+    // The recompute strategy's lightest setting per degree (what an empty micro-batch gets).
+    std::vector<recompute_setting> lightest{relaxed};
+    for (std::size_t k = 1; k < ctx_.degrees().size(); ++k)
+      lightest.push_back(ctx_.evaluate(micro_batch_shape{}, k).recompute);
     double total = 0;
     for (std::size_t i = 0; i < n; ++i) {
       single_[i] = ctx_.alone(i, 0);
@@ -147,12 +153,19 @@ private:
         continue;
       }
       is_long_[i] = true;
-      long_item item{i, {}, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), false};
+      long_item item{};
+      item.sample = i;
       bool any = false;
+      bool unrecomputed = false;
       for (std::size_t k = 0; k < ctx_.degrees().size(); ++k) {
         item.menu.push_back(ctx_.alone(i, k));
         const auto& o = item.menu.back();
         if (!o.feasible) continue;
+        if (!any || o.seconds < item.menu[item.fastest].seconds) item.fastest = k;
+        if (!unrecomputed && o.recompute == lightest[k]) {
+          item.unrecomputed = k;
+          unrecomputed = true;
+        }
         any = true;
         if (!ctx_.crosses_nodes(k)) {
           item.fits_intra = true;
@@ -161,17 +174,14 @@ private:
         }
       }
       if (!any) ctx_.throw_does_not_fit(i);
+      if (!unrecomputed) item.unrecomputed = item.fastest;
       longs_.push_back(std::move(item));
     }
     lpt_order(short_sorted_);
     // Long samples by their fastest run, longest first: the order allot_placed() places them.
     std::vector<std::pair<double, std::size_t>> by_fastest;
-    for (std::size_t j = 0; j < longs_.size(); ++j) {
-      double fastest = std::numeric_limits<double>::infinity();
-      for (const auto& o : longs_[j].menu)
-        if (o.feasible) fastest = std::min(fastest, o.seconds);
-      by_fastest.emplace_back(fastest, j);
-    }
+    for (std::size_t j = 0; j < longs_.size(); ++j)
+      by_fastest.emplace_back(longs_[j].menu[longs_[j].fastest].seconds, j);
     lpt_order(by_fastest);
     long_first_.clear();
     for (const auto& [fastest, j] : by_fastest) long_first_.push_back(j);
@@ -182,12 +192,7 @@ private:
   // all) to the largest degree_option time, and infinity (every sample at its cheapest degree).
   [[nodiscard]] std::vector<double> candidate_targets() const {
     double floor = 0;
-    for (const auto& item : longs_) {
-      double fastest = std::numeric_limits<double>::infinity();
-      for (const auto& o : item.menu)
-        if (o.feasible) fastest = std::min(fastest, o.seconds);
-      floor = std::max(floor, fastest);
-    }
+    for (const auto& item : longs_) floor = std::max(floor, item.menu[item.fastest].seconds);
     std::vector<double> values;
     for (const auto& item : longs_)
       for (const auto& o : item.menu)
@@ -311,19 +316,9 @@ private:
   // halved `doubled` times (verl's), which keep every run short and unrecomputed.
   [[nodiscard]] std::vector<std::size_t> allot_unrecomputed(std::size_t doubled) const {
     std::vector<std::size_t> choice(longs_.size(), 0);
-    std::vector<recompute_setting> lightest;
-    for (std::size_t k = 0; k < ctx_.degrees().size(); ++k)
-      lightest.push_back(ctx_.evaluate(micro_batch_shape{}, k).recompute);
     for (std::size_t j = 0; j < longs_.size(); ++j) {
       const auto& item = longs_[j];
-      std::size_t pick = item.menu.size();
-      std::size_t fastest = item.menu.size();
-      for (std::size_t k = 0; k < item.menu.size(); ++k) {
-        if (!item.menu[k].feasible) continue;
-        if (fastest == item.menu.size() || item.menu[k].seconds < item.menu[fastest].seconds) fastest = k;
-        if (pick == item.menu.size() && item.menu[k].recompute == lightest[k]) pick = k;
-      }
-      pick = pick < item.menu.size() ? pick : fastest;
+      std::size_t pick = item.unrecomputed;
       for (std::size_t step = 0; step < doubled && pick + 1 < item.menu.size() && item.menu[pick + 1].feasible; ++step)
         ++pick;
       choice[j] = pick;

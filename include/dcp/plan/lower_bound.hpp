@@ -137,8 +137,9 @@ template <class Context>
   }
   const double plain_cheapest = shares ? plain[0].cheapest : 0.0;
   const auto plain_rho = [&](std::size_t k) { return shares ? plain[0].rho[k] : 0.0; };
-  // Sample i's least GPU-seconds over the ladder at the degree indices `ks` (a sample too large
-  // for a rung at a degree is never run there with that recomputation).
+  // Sample i's least GPU-seconds over the ladder, at every degree or (a sample without a menu)
+  // at degree 1 with the cheapest share any degree gives; a sample too large for a rung at a
+  // degree is never run there with that recomputation.
   const auto ladder_work = [&](std::size_t i, bool degree_one_only) {
     double best = std::numeric_limits<double>::infinity();
     const auto& shape = ctx.shape(i);
