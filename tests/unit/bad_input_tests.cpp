@@ -3,6 +3,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +68,35 @@ TEST_CASE("BadInput.Sample.duplicate_ids_name_the_id_and_positions") {
   });
   CHECK(contains(msg, "duplicate sample id 5"));
   CHECK(contains(msg, "indices 0 and 2"));
+}
+
+TEST_CASE("BadInput.Sample.duplicate_ids_are_found_by_every_path") {
+  // Increasing ids (one pass), shuffled ids (the hash table) and the sort it falls back to
+  // (a probe budget of 0) agree with a sorted reference on batches with and without a repeat.
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto n = static_cast<std::size_t>(1 + rng() % 300);
+    std::vector<sample> batch;
+    for (std::size_t i = 0; i < n; ++i)
+      batch.push_back(text_sample(trial % 3 == 0 ? 3 * i : rng() % (trial % 2 == 0 ? 4 * n : ~0ULL), 10));
+    std::vector<std::uint64_t> ids;
+    for (const auto& s : batch) ids.push_back(s.id);
+    std::sort(ids.begin(), ids.end());
+    std::set<std::uint64_t> repeated;
+    for (std::size_t i = 1; i < ids.size(); ++i)
+      if (ids[i] == ids[i - 1]) repeated.insert(ids[i]);
+    for (const std::size_t budget : {std::size_t{8}, std::size_t{0}}) {
+      const auto found = detail::duplicate_id(batch, budget);
+      CHECK(found.has_value() == !repeated.empty());
+      if (found) CHECK(repeated.count(*found) == 1);
+    }
+  }
+  std::vector<sample> increasing;
+  for (std::uint64_t i = 0; i < 1000; ++i) increasing.push_back(text_sample(i, 10));
+  CHECK_FALSE(detail::duplicate_id(increasing).has_value());
+  increasing.push_back(text_sample(17, 10));  // no longer increasing: the table finds it
+  CHECK(detail::duplicate_id(increasing) == std::optional<std::uint64_t>{17});
+  CHECK(detail::duplicate_id(increasing, 0) == std::optional<std::uint64_t>{17});
 }
 
 TEST_CASE("BadInput.Sample.video_grid_must_match_tokens") {

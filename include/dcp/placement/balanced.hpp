@@ -75,11 +75,16 @@ public:
     // the fluid estimate, then schedule the best few in full.
     std::vector<std::pair<double, std::size_t>> ranked;
     std::vector<std::vector<std::size_t>> seen;  // distinct allotments only
+    std::vector<std::uint64_t> seen_hash;        // a hash of each, compared first
     std::optional<std::pair<double, std::size_t>> loose;  // the best with unneeded crossings
     const auto offer = [&](std::vector<std::size_t> choice) {
-      if (std::find(seen.begin(), seen.end(), choice) != seen.end()) return;
+      std::uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a over the degree indices
+      for (const auto k : choice) hash = (hash ^ k) * 0x100000001b3ULL;
+      for (std::size_t n = 0; n < seen.size(); ++n)
+        if (seen_hash[n] == hash && seen[n] == choice) return;
       const auto fluid = fluid_estimate(choice);
       seen.push_back(std::move(choice));
+      seen_hash.push_back(hash);
       // An allotment whose node-crossing groups are not needed (the step lasts longer than
       // their fastest in-node option would end) cannot give a plan without such groups: it is
       // kept aside, the best of them scheduled below only if it may beat the others.
@@ -129,7 +134,6 @@ private:
   // Single-GPU time and estimate of every sample; menus for the long ones.
   void classify() {
     const std::size_t n = ctx_.size();
-    single_.resize(n);
     estimate_.resize(n);
     is_long_.assign(n, false);
     const auto relaxed = ctx_.evaluate(micro_batch_shape{}, 0).recompute;
@@ -139,13 +143,13 @@ private:
       lightest.push_back(ctx_.evaluate(micro_batch_shape{}, k).recompute);
     double total = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      single_[i] = ctx_.alone(i, 0);
-      estimate_[i] = single_[i].feasible ? ctx_.packed_estimate(0, single_[i]) : 0.0;
-      total += single_[i].feasible ? estimate_[i] : 0.0;
+      const auto& single = ctx_.alone(i, 0);
+      estimate_[i] = single.feasible ? ctx_.packed_estimate(0, single) : 0.0;
+      total += single.feasible ? estimate_[i] : 0.0;
     }
     const double threshold = options_.long_fraction * total / static_cast<double>(gpus_);
     for (std::size_t i = 0; i < n; ++i) {
-      const auto& s = single_[i];
+      const auto& s = ctx_.alone(i, 0);
       if (s.feasible && s.recompute == relaxed && estimate_[i] <= threshold) {
         short_sum_ += estimate_[i];
         short_max_ = std::max(short_max_, estimate_[i]);
@@ -462,7 +466,7 @@ private:
       out.micro_steps.push_back(std::move(step));
     }
     for (std::size_t r = 0; r < gpus_; ++r) {
-      const double finish = append_group(out, batches[r], static_cast<std::int64_t>(r),
+      const double finish = append_group(out, std::move(batches[r]), static_cast<std::int64_t>(r),
                                          ctx_.config(0), free[r]);
       out.makespan_seconds = std::max(out.makespan_seconds, finish);
     }
@@ -475,10 +479,7 @@ private:
   // finish; what is left goes longest-processing-time-first.
   [[nodiscard]]
   std::vector<std::vector<std::size_t>> fill_by_bucket(const block_assignment& a) const {
-    auto items = a.singles;
-    std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
-      return ctx_.bucket(x.second) > ctx_.bucket(y.second);
-    });
+    const auto items = by_bucket_descending(a.singles);
     double total = std::accumulate(a.free.begin(), a.free.end(), 0.0);
     for (const auto& [e, i] : items) total += e;
     const double target = total / static_cast<double>(gpus_);
@@ -504,6 +505,33 @@ private:
     for (std::size_t r = 0; r < gpus_; ++r)
       assigned[r].insert(assigned[r].end(), spill[r].begin(), spill[r].end());
     return assigned;
+  }
+
+  // `items` stably ordered by bucket, highest first: a counting sort when the buckets span no
+  // more values than there are items (the usual case: a few buckets), else a stable sort.
+  [[nodiscard]] std::vector<std::pair<double, std::size_t>>
+  by_bucket_descending(const std::vector<std::pair<double, std::size_t>>& items) const {
+    if (items.empty()) return {};
+    std::int64_t low = ctx_.bucket(items.front().second);
+    std::int64_t high = low;
+    for (const auto& item : items) {
+      low = std::min<std::int64_t>(low, ctx_.bucket(item.second));
+      high = std::max<std::int64_t>(high, ctx_.bucket(item.second));
+    }
+    if (high - low > static_cast<std::int64_t>(items.size())) {
+      auto sorted = items;
+      std::stable_sort(sorted.begin(), sorted.end(), [&](const auto& x, const auto& y) {
+        return ctx_.bucket(x.second) > ctx_.bucket(y.second);
+      });
+      return sorted;
+    }
+    // Slot of bucket b: high - b, so the highest bucket comes first.
+    std::vector<std::size_t> next(static_cast<std::size_t>(high - low) + 2, 0);
+    for (const auto& item : items) ++next[static_cast<std::size_t>(high - ctx_.bucket(item.second)) + 1];
+    std::partial_sum(next.begin(), next.end(), next.begin());
+    std::vector<std::pair<double, std::size_t>> sorted(items.size());
+    for (const auto& item : items) sorted[next[static_cast<std::size_t>(high - ctx_.bucket(item.second))]++] = item;
+    return sorted;
   }
 
   // Moves single-GPU samples from the rank that finishes last to the one that finishes first
@@ -617,7 +645,6 @@ private:
   const Context& ctx_;
   const balanced_placement& options_;
   std::size_t gpus_;
-  std::vector<degree_option> single_;
   std::vector<double> estimate_;
   std::vector<bool> is_long_;
   std::vector<long_item> longs_;

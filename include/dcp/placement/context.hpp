@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
@@ -70,6 +73,8 @@ public:
       empty_seconds_.push_back(problem.cost.seconds(micro_batch_shape{}, c));
       empty_bytes_.push_back(problem.cost.peak_bytes(micro_batch_shape{}, c));
     }
+    alone_.resize(degrees_.size());
+    for (auto& column : alone_) column.resize((shapes_.size() + option_block::size - 1) / option_block::size);
   }
 
   [[nodiscard]] const placement_problem<M, R>& problem() const noexcept { return problem_; }
@@ -126,17 +131,14 @@ public:
   /// cache holds blocks of samples allocated when first asked for, so degrees only the long
   /// samples are asked about cost memory for those blocks, not for the whole batch.
   [[nodiscard]] const degree_option& alone(std::size_t i, std::size_t k) const {
-    if (alone_.empty()) alone_.resize(degrees_.size());
-    auto& column = alone_[k];
-    if (column.empty()) column.resize((shapes_.size() + option_block::size - 1) / option_block::size);
-    auto& block = column[i / option_block::size];
-    if (!block) block = std::make_unique<option_block>();
+    auto& block = alone_[k][i / option_block::size];
+    if (!block) block = std::make_unique_for_overwrite<option_block>();  // options left unbuilt
     const std::size_t j = i % option_block::size;
     if (!block->known[j]) {
-      block->options[j] = evaluate(shapes_[i], k);
+      std::construct_at(block->options() + j, evaluate(shapes_[i], k));
       block->known[j] = true;
     }
-    return block->options[j];
+    return block->options()[j];
   }
 
   /// Peak bytes of `shape` at degree index k if the recompute strategy runs it with exactly
@@ -216,10 +218,16 @@ private:
   std::vector<micro_batch_shape> shapes_;
   std::vector<double> empty_seconds_;
   std::vector<double> empty_bytes_;
+  // 1,024 options, each constructed when first computed (a block is not filled on allocation:
+  // a 1,000-sample batch reads one block per degree, often only part of it).
   struct option_block {
     static constexpr std::size_t size = 1024;
-    std::array<degree_option, size> options{};
+    static_assert(std::is_trivially_destructible_v<degree_option>);
+    alignas(degree_option) std::byte storage[size * sizeof(degree_option)];
     std::array<bool, size> known{};
+    [[nodiscard]] degree_option* options() noexcept {
+      return std::launder(reinterpret_cast<degree_option*>(storage));
+    }
   };
   mutable std::vector<std::vector<std::unique_ptr<option_block>>> alone_;  // [degree][block]
   mutable std::vector<std::size_t> packing_order_;
@@ -251,8 +259,10 @@ class first_fit_packer {
 public:
   /// `smallest_need`: the least activation bytes any of the group's samples needs alone; a
   /// micro-batch with less free room is closed and never tried again.
-  first_fit_packer(const Context& ctx, std::size_t k, double smallest_need)
-      : ctx_(ctx), k_(k), smallest_need_(smallest_need) {}
+  first_fit_packer(const Context& ctx, std::size_t k, double smallest_need, std::size_t expected = 0)
+      : ctx_(ctx), k_(k), smallest_need_(smallest_need) {
+    joined_.reserve(expected);
+  }
 
   void add(std::size_t i) {
     if (!batches_.empty() && ctx_.bucket(i) != bucket_) bucket_begin_ = batches_.size();
@@ -266,19 +276,24 @@ public:
       auto& batch = batches_[o];
       const auto joined = batch.shape + ctx_.shape(i);
       if (const auto bytes = ctx_.runs_with(joined, k_, batch.run.recompute)) {
-        batch.samples.push_back(i);
         batch.shape = joined;
         open_.set(o, room(ctx_.budget() - *bytes));
+        joined_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(o)});
+        ++sizes_[o];
         return;
       }
     }
     if (!alone.feasible) ctx_.throw_does_not_fit(i);
-    batches_.push_back({{i}, ctx_.shape(i), alone});
+    joined_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(batches_.size())});
+    sizes_.push_back(1);
+    batches_.push_back({{}, ctx_.shape(i), alone});
     open_.push(room(ctx_.budget() - alone.peak_bytes));
   }
 
-  /// The micro-batches, each timed as a whole.
+  /// The micro-batches, each timed as a whole, their samples in the order they joined.
   [[nodiscard]] std::vector<packed_batch> finish() && {
+    for (std::size_t b = 0; b < batches_.size(); ++b) batches_[b].samples.reserve(sizes_[b]);
+    for (const auto& [i, b] : joined_) batches_[b].samples.push_back(i);
     for (auto& batch : batches_)
       if (batch.samples.size() > 1) batch.run = ctx_.run(batch.shape, k_, batch.run.recompute);
     return std::move(batches_);
@@ -292,7 +307,18 @@ private:
   const Context& ctx_;
   std::size_t k_;
   double smallest_need_;
-  std::vector<packed_batch> batches_{};
+  std::vector<packed_batch> batches_{};  // sample lists filled by finish()
+  // (sample, micro-batch) in joining order and the size of each micro-batch: the packer's
+  // writes go to one sequential log rather than to a list per micro-batch (with thousands of
+  // groups packed at once those lists would be far apart in memory and regrown piecemeal).
+  // (Sample indices fit 32 bits as elsewhere in the packer: a batch of 2^32 samples would need
+  // over a terabyte of planner memory.)
+  struct joined {
+    std::uint32_t sample;
+    std::uint32_t batch;
+  };
+  std::vector<joined> joined_{};
+  std::vector<std::uint32_t> sizes_{};
   first_fit_index open_{};  // free bytes per micro-batch, -inf once closed
   std::size_t bucket_begin_ = 0;  // first micro-batch of the current bucket
   std::int32_t bucket_ = 0;
@@ -319,7 +345,7 @@ std::vector<packed_batch> pack_to_budget(const Context& ctx, std::vector<std::si
     const auto& alone = ctx.alone(i, k);
     if (alone.feasible) smallest_need = std::min(smallest_need, alone.peak_bytes - ctx.empty_bytes(k));
   }
-  detail::first_fit_packer<Context> packer(ctx, k, smallest_need);
+  detail::first_fit_packer<Context> packer(ctx, k, smallest_need, items.size());
   for (auto i : items) packer.add(i);
   return std::move(packer).finish();
 }
@@ -352,7 +378,8 @@ template <class Context>
   });
   std::vector<detail::first_fit_packer<Context>> packers;
   packers.reserve(groups.size());
-  for (std::size_t g = 0; g < groups.size(); ++g) packers.emplace_back(ctx, k, smallest_need[g]);
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    packers.emplace_back(ctx, k, smallest_need[g], groups[g].size());
   each([&](std::size_t i, std::uint32_t g) { packers[g].add(i); });
   std::vector<std::vector<packed_batch>> out;
   out.reserve(groups.size());

@@ -35,10 +35,10 @@ template <class Context>
   auto assigned = lpt_assign(std::move(items), std::vector<double>(groups, 0.0));
   placement out;
   out.policy = "static(degree " + std::to_string(d) + ")";
-  const auto packed = pack_groups_to_budget(ctx, assigned, k);
+  auto packed = pack_groups_to_budget(ctx, assigned, k);
   for (std::size_t g = 0; g < groups; ++g) {
     if (assigned[g].empty()) continue;
-    const double end = append_group(out, packed[g], static_cast<std::int64_t>(g) * d,
+    const double end = append_group(out, std::move(packed[g]), static_cast<std::int64_t>(g) * d,
                                     ctx.config(k), 0.0);
     out.makespan_seconds = std::max(out.makespan_seconds, end);
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,11 +15,69 @@
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
+namespace detail {
+
+/// An id that occurs twice in `batch`, if any. Increasing ids (a loader numbering its samples)
+/// need one pass; otherwise an open-addressing table of indices (ids mixed by splitmix64),
+/// expected linear time, falling back to sorting the ids should the probes exceed
+/// `probes_per_sample` per sample, so no input takes more than O(n log n).
+[[nodiscard]] inline std::optional<std::uint64_t> duplicate_id(std::span<const sample> batch,
+                                                               std::size_t probes_per_sample = 8) {
+  if (std::adjacent_find(batch.begin(), batch.end(), [](const sample& a, const sample& b) {
+        return a.id >= b.id;
+      }) == batch.end())
+    return std::nullopt;
+  if (batch.size() < std::numeric_limits<std::uint32_t>::max() / 4) {
+    const auto mix = [](std::uint64_t x) {
+      x += 0x9e3779b97f4a7c15ULL;
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+      return x ^ (x >> 31);
+    };
+    std::size_t size = 16;
+    while (size < 2 * batch.size()) size *= 2;
+    constexpr std::uint32_t empty = 0;  // slots hold index + 1
+    std::vector<std::uint32_t> slots(size, empty);
+    std::size_t probes = 0;
+    const std::size_t most = probes_per_sample * batch.size();
+    bool overflowed = false;
+    for (std::size_t i = 0; i < batch.size() && !overflowed; ++i) {
+      for (std::size_t at = mix(batch[i].id) & (size - 1);; at = (at + 1) & (size - 1)) {
+        if (slots[at] == empty) {
+          slots[at] = static_cast<std::uint32_t>(i + 1);
+          break;
+        }
+        if (batch[slots[at] - 1].id == batch[i].id) return batch[i].id;
+        if (++probes > most) {
+          overflowed = true;
+          break;
+        }
+      }
+    }
+    if (!overflowed) return std::nullopt;
+  }
+  std::vector<std::uint64_t> ids;
+  ids.reserve(batch.size());
+  for (const auto& s : batch) ids.push_back(s.id);
+  std::sort(ids.begin(), ids.end());
+  const auto dup = std::adjacent_find(ids.begin(), ids.end());
+  if (dup == ids.end()) return std::nullopt;
+  return *dup;
+}
+
+}  // namespace detail
+
 /// Throws invalid_sample for a sample with tokens < 1, a video grid that is not positive, does
 /// not hold its tokens or exceeds int64, factorised attention without a grid, an unknown
-/// attention kind, a duplicate id, or a batch whose total tokens exceed int64 (plans sum tokens
-/// per micro-step and per batch).
+/// attention kind, a duplicate id, a batch whose total tokens exceed int64 (plans sum tokens
+/// per micro-step and per batch), or one of more than 2^32 - 2 samples.
 inline void validate_batch(std::span<const sample> batch) {
+  // The planner indexes samples with 32 bits (about 290 bytes of planner memory per sample, so
+  // the limit is over a terabyte away).
+  constexpr std::size_t most_samples = std::numeric_limits<std::uint32_t>::max() - 1;
+  if (batch.size() > most_samples)
+    throw invalid_sample("batch of " + std::to_string(batch.size()) + " samples: at most " +
+                         std::to_string(most_samples) + " per plan");
   std::int64_t total_tokens = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const auto& s = batch[i];
@@ -67,12 +126,7 @@ inline void validate_batch(std::span<const sample> batch) {
                          std::to_string(detail::int64_max) + " (" + std::to_string(total_tokens) +
                          " in the samples before it)");
   }
-  std::vector<std::uint64_t> ids;
-  ids.reserve(batch.size());
-  for (const auto& s : batch) ids.push_back(s.id);
-  std::sort(ids.begin(), ids.end());
-  const auto dup = std::adjacent_find(ids.begin(), ids.end());
-  if (dup != ids.end()) {
+  if (const auto dup = detail::duplicate_id(batch)) {
     std::vector<std::size_t> where;
     for (std::size_t i = 0; i < batch.size(); ++i)
       if (batch[i].id == *dup) where.push_back(i);
@@ -85,11 +139,25 @@ inline void validate_batch(std::span<const sample> batch) {
 /// The canonical order plans are built in: tokens descending, then id ascending. The plan
 /// depends on the input only through this order, so any permutation gives the same plan.
 [[nodiscard]] inline std::vector<sample> canonical_order(std::span<const sample> batch) {
-  std::vector<sample> sorted(batch.begin(), batch.end());
-  std::sort(sorted.begin(), sorted.end(), [](const sample& a, const sample& b) {
+  // Sorts small keys and gathers once (a sample with its optional video grid is 56 bytes). Ids
+  // are unique (validate_batch), so the order is total and the result does not depend on the
+  // sort algorithm.
+  struct key {
+    std::int64_t tokens;
+    std::uint64_t id;
+    std::size_t index;
+  };
+  std::vector<key> keys;
+  keys.reserve(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) keys.push_back({batch[i].tokens, batch[i].id, i});
+  const auto before = [](const key& a, const key& b) {
     if (a.tokens != b.tokens) return a.tokens > b.tokens;
     return a.id < b.id;
-  });
+  };
+  if (!std::is_sorted(keys.begin(), keys.end(), before)) std::sort(keys.begin(), keys.end(), before);
+  std::vector<sample> sorted;
+  sorted.reserve(batch.size());
+  for (const auto& k : keys) sorted.push_back(batch[k.index]);
   return sorted;
 }
 

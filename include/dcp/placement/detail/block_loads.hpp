@@ -5,6 +5,7 @@
 // an update in O(d · levels) when a sample takes a block.
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +15,7 @@ class block_loads {
 public:
   /// Every rank free at time 0; blocks of 2^l ranks for every 2^l <= gpus (gpus >= 1).
   explicit block_loads(std::int64_t gpus) {
+    levels_.reserve(static_cast<std::size_t>(std::bit_width(static_cast<std::uint64_t>(gpus))));
     for (std::int64_t size = 1; size <= gpus; size *= 2) {
       const auto blocks = static_cast<std::size_t>(gpus / size);
       levels_.push_back({std::vector<double>(blocks, 0.0), std::vector<double>(blocks, 0.0)});

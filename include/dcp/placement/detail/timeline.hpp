@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <queue>
 #include <utility>
 #include <vector>
 
@@ -23,21 +22,33 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
 }
 
 /// Longest-processing-time-first over items already in lpt_order: each goes to the
-/// least-loaded slot, ties to the lower slot.
+/// least-loaded slot, ties to the lower slot. A binary min-heap of (load, slot); each item
+/// raises the top's load and sifts it down once (no pop and push).
 [[nodiscard]] inline std::vector<std::vector<std::size_t>> lpt_assign_ordered(
     const std::vector<std::pair<double, std::size_t>>& items, const std::vector<double>& loads) {
   using slot = std::pair<double, std::size_t>;
-  std::vector<slot> heap_storage;
-  heap_storage.reserve(loads.size());
-  for (std::size_t g = 0; g < loads.size(); ++g) heap_storage.emplace_back(loads[g], g);
-  std::priority_queue<slot, std::vector<slot>, std::greater<>> heap(std::greater<>{},
-                                                                    std::move(heap_storage));
+  std::vector<slot> heap;
+  heap.reserve(loads.size());
+  for (std::size_t g = 0; g < loads.size(); ++g) heap.emplace_back(loads[g], g);
+  std::make_heap(heap.begin(), heap.end(), std::greater<>{});
   std::vector<std::vector<std::size_t>> assigned(loads.size());
+  const std::size_t n = heap.size();
+  if (n == 0) return assigned;
+  for (auto& slot_items : assigned) slot_items.reserve(items.size() / n + 1);  // an even share
   for (const auto& [estimate, item] : items) {
-    auto [load, g] = heap.top();
-    heap.pop();
-    assigned[g].push_back(item);
-    heap.emplace(load + estimate, g);
+    assigned[heap.front().second].push_back(item);
+    // (load, slot) pairs are distinct, so the least is unique and the order is total.
+    const slot raised{heap.front().first + estimate, heap.front().second};
+    std::size_t at = 0;
+    for (;;) {
+      std::size_t child = 2 * at + 1;
+      if (child >= n) break;
+      if (child + 1 < n && heap[child + 1] < heap[child]) ++child;
+      if (!(heap[child] < raised)) break;
+      heap[at] = heap[child];
+      at = child;
+    }
+    heap[at] = raised;
   }
   return assigned;
 }
@@ -49,15 +60,15 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
 }
 
 /// Appends the packed batches of one group (ranks [first, first + degree)) to `out`, starting
-/// at `start`; returns the end time.
-[[nodiscard]] inline double append_group(placement& out, const std::vector<packed_batch>& batches,
+/// at `start` (their sample lists move into it); returns the end time.
+[[nodiscard]] inline double append_group(placement& out, std::vector<packed_batch>&& batches,
                            std::int64_t first_rank, const execution_config& base, double start) {
-  for (const auto& b : batches) {
+  for (auto& b : batches) {
     placed_micro_step step;
     step.first_rank = first_rank;
     step.config = base;
     step.config.recompute = b.run.recompute;
-    step.samples = b.samples;
+    step.samples = std::move(b.samples);
     step.start_seconds = start;
     step.seconds = b.run.seconds;
     step.peak_bytes = b.run.peak_bytes;
