@@ -396,6 +396,7 @@ inline void write_results_json(std::ostream& os, const std::vector<evaluation::s
       const auto& p = r.policies[k];
       os << (k ? "," : "") << "\n  {\"name\":" << string(p.name) << ",\"median_step_s\":" << number(p.median_step_s)
          << ",\"mean_step_s\":" << number(p.mean_step_s) << ",\"tokens_per_s\":" << number(p.tokens_per_s)
+         << ",\"noise_free_tokens_per_s\":" << number(p.noise_free_tokens_per_s)
          << ",\"speedup_vs_best_static\":" << number(p.speedup_vs_best_static)
          << ",\"speedup_vs_your_static\":" << number(p.speedup_vs_your_static)
          << ",\"speedup_vs_megatron_static\":" << number(p.speedup_vs_megatron_static)

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dcp/baselines/baselines.hpp"
@@ -396,6 +397,27 @@ TEST_CASE("Tool.Sim.fidelity_gives_published_and_simulated_ratios_and_a_verdict_
   CHECK(run_sim({"--fidelity", "--model", "llama3-8b"}).status == 2);
 }
 
+TEST_CASE("Evaluation.Summary.noise_free_rate_counts_the_noise_free_steps") {
+  // Two steps of 1,000 tokens: noisy 2 s and 4 s, noise free 2.5 s and 2.5 s.
+  evaluation::scenario_result r;
+  evaluation::policy_result p;
+  p.name = "dcp";
+  for (const auto& [noisy, quiet] : {std::pair{2.0, 2.5}, std::pair{4.0, 2.5}}) {
+    evaluation::step_record s;
+    s.tokens = 1000;
+    s.step_seconds = s.makespan_seconds = noisy;
+    s.noise_free_step_seconds = s.noise_free_makespan_seconds = quiet;
+    s.bound_seconds = 2.0;
+    p.steps.push_back(s);
+  }
+  r.policies.push_back(p);
+  evaluation::summarise(r);
+  const auto& out = r.policies[0];
+  CHECK(out.tokens_per_s == doctest::Approx(2000.0 / 6.0));
+  CHECK(out.noise_free_tokens_per_s == doctest::Approx(2000.0 / 5.0));
+  CHECK(out.gap_to_bound == doctest::Approx(0.25));  // on the noise-free makespans
+}
+
 TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
   // The full grid: 3 text models x 5 text workloads + 2 video models, x 3 sizes x 2 GPUs x 2 styles.
   const auto all = tool::sim_detail::matrix_cells(tool::sim_options_cli{});
@@ -433,6 +455,11 @@ TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
   CHECK(rows[0]["dcp_over_best_other"].number() ==
         doctest::Approx(rows[0]["dcp_tokens_per_s"].number() / rows[0]["best_other_tokens_per_s"].number()));
   CHECK(rows[0]["gap_to_bound"].number() >= 0.0);
+  // The noise-free comparison: the same plans without noise, against the fastest other then.
+  CHECK(rows[0]["dcp_noise_free_tokens_per_s"].number() > 0);
+  CHECK((rows[0]["best_other_noise_free"].text == "static" || rows[0]["best_other_noise_free"].text == "flexsp"));
+  CHECK(rows[0]["dcp_over_best_other_noise_free"].number() > 0);
+  CHECK(table.out.find("without noise") != std::string::npos);
   // What a cell sizes itself cannot be given.
   CHECK(run_sim({"--matrix", "--tokens", "5"}).status == 2);
   CHECK(run_sim({"--matrix", "--fidelity"}).status == 2);
