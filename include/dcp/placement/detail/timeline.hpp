@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "dcp/error.hpp"
 #include "dcp/placement/context.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
@@ -33,7 +35,11 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
   std::make_heap(heap.begin(), heap.end(), std::greater<>{});
   std::vector<std::vector<std::size_t>> assigned(loads.size());
   const std::size_t n = heap.size();
-  if (n == 0) return assigned;
+  if (n == 0) {
+    if (!items.empty())
+      throw error("lpt_assign: " + std::to_string(items.size()) + " items and no slot to put them in");
+    return assigned;
+  }
   for (auto& slot_items : assigned) slot_items.reserve(items.size() / n + 1);  // an even share
   for (const auto& [estimate, item] : items) {
     assigned[heap.front().second].push_back(item);
