@@ -313,11 +313,11 @@ private:
   // groups packed at once those lists would be far apart in memory and regrown piecemeal).
   // (Sample indices fit 32 bits as elsewhere in the packer: a batch of 2^32 samples would need
   // over a terabyte of planner memory.)
-  struct joined {
+  struct join_record {
     std::uint32_t sample;
     std::uint32_t batch;
   };
-  std::vector<joined> joined_{};
+  std::vector<join_record> joined_{};
   std::vector<std::uint32_t> sizes_{};
   first_fit_index open_{};  // free bytes per micro-batch, -inf once closed
   std::size_t bucket_begin_ = 0;  // first micro-batch of the current bucket
