@@ -101,8 +101,9 @@ class GpuSpec(_Record):
     peak_flops: float
     memory_bytes: float
     hbm_bandwidth: float
+    streaming_multiprocessors: int
     def __init__(self, name: str = ..., peak_flops: float = ..., memory_bytes: float = ...,
-                 hbm_bandwidth: float = ...) -> None: ...
+                 hbm_bandwidth: float = ..., streaming_multiprocessors: int = ...) -> None: ...
 
 class ClusterSpec(_Record):
     gpus: int

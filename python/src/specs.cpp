@@ -83,6 +83,8 @@ void bind_hardware(py::module_& m) {
       .field("peak_flops", &gpu_spec::peak_flops, "dense BF16 tensor-core FLOP/s")
       .field("memory_bytes", &gpu_spec::memory_bytes, "HBM capacity as the driver reports it, bytes")
       .field("hbm_bandwidth", &gpu_spec::hbm_bandwidth, "HBM bandwidth, bytes/s")
+      .field("streaming_multiprocessors", &gpu_spec::streaming_multiprocessors,
+             "SMs, for GEMM efficiency at small token counts (0 = unknown: no fixed GEMM cost)")
       .finish();
 
   auto gpu_presets = m.def_submodule("gpus", "GPU presets (dcp::gpus).");

@@ -176,6 +176,8 @@ class PlanTest(unittest.TestCase):
         gpu = dcp.GpuSpec("X", 1e15, 80 * dcp.gib, 3e12)
         self.assertEqual(gpu, dcp.GpuSpec(name="X", peak_flops=1e15, memory_bytes=80 * dcp.gib,
                                           hbm_bandwidth=3e12))
+        self.assertEqual(gpu.streaming_multiprocessors, 0)  # unknown unless declared
+        self.assertEqual(dcp.gpus.h100_sxm().streaming_multiprocessors, 132)
         cluster = dcp.ClusterSpec(gpus=8, gpu=gpu)
         cluster.gpu.name = "Y"  # class-type fields are references into their owner
         self.assertEqual(cluster.gpu.name, "Y")

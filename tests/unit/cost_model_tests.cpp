@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include "dcp/dcp.hpp"
 #include "dcp/sim/truth_model.hpp"
 
@@ -362,4 +364,83 @@ TEST_CASE("Cost.MemoryByTokens.holds_for_the_analytic_and_truth_models") {
       check_memory_by_tokens(sim::truth_model(model, cluster, t), seed++);
     }
   }
+}
+
+namespace {
+/// A decoder whose every GEMM is 256 wide or a multiple (QKV 768, the rest 256), so with one SM
+/// each GEMM runs ceil(M / 128) x (width / 256) waves of one tile: eta = M / (128 ceil(M / 128)).
+model_spec narrow_decoder() {
+  return {"narrow", model_family::decoder_lm, 2, 256, 2, 2, 256, 256,
+          mlp_kind::gelu, false, attention_kind::causal, 0, 0};
+}
+}  // namespace
+
+TEST_CASE("Cost.GemmWaves.efficiency_is_the_useful_share_of_the_waves") {
+  const auto m = narrow_decoder();
+  // One SM: every tile is a wave of its own; only the last row tile is partly empty.
+  CHECK(detail::gemm_wave_efficiency(m, 1, 128) == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(detail::gemm_wave_efficiency(m, 1, 129) == doctest::Approx(129.0 / 256.0).epsilon(1e-12));
+  CHECK(detail::gemm_wave_efficiency(m, 1, 200) == doctest::Approx(200.0 / 256.0).epsilon(1e-12));
+  // Many SMs: each GEMM is one partly filled wave, so useful FLOPs over SMs x tile FLOPs,
+  // summed with each GEMM's FLOPs: forward and data gradient of QKV (256 x 768), O, up, down
+  // (256 x 256, two per layer each) and the head (256 x 256, once).
+  const double rows = 64;
+  double useful = 0, spent = 0;
+  for (const auto& [inner, width, count] : {std::tuple{256.0, 768.0, 2.0}, std::tuple{256.0, 256.0, 6.0},
+                                            std::tuple{256.0, 256.0, 1.0}}) {
+    useful += 2.0 * count * inner * width * rows;
+    spent += count * (inner + width) * 1000.0 * 128.0 * 256.0;  // forward: inner; data gradient: width
+  }
+  CHECK(detail::gemm_wave_efficiency(m, 1000, rows) == doctest::Approx(useful / spent).epsilon(1e-12));
+  // Unknown SMs or no rows: no quantisation charged.
+  CHECK(detail::gemm_wave_efficiency(m, 0, rows) == 1.0);
+  CHECK(detail::gemm_half_tokens(m, 0) == 0.0);
+}
+
+TEST_CASE("Cost.GemmWaves.half_saturation_falls_with_width_and_rises_with_sms") {
+  const double n8b = detail::gemm_half_tokens(models::llama3_8b(), 132);
+  const double n70b = detail::gemm_half_tokens(models::llama3_70b(), 132);
+  // Wider GEMMs fill the machine with fewer rows; more SMs need more rows.
+  CHECK(n70b < n8b);
+  CHECK(detail::gemm_half_tokens(models::llama3_8b(), 108) < n8b);
+  CHECK(detail::gemm_half_tokens(models::stdit3_xl(), 132) > n8b);
+  // The fit describes the curve it was made from: 1/eta within 30 % of 1 + n_half / M at and
+  // beyond a wave's worth of rows, and within a factor 2 below.
+  for (const auto& m : {models::llama3_8b(), models::llama3_70b(), models::stdit3_xl()}) {
+    const double half = detail::gemm_half_tokens(m, 132);
+    CAPTURE(m.name);
+    CHECK(half > 0);
+    for (const double rows : {128.0, 512.0, 2048.0, 8192.0, 32768.0}) {
+      CAPTURE(rows);
+      const double ratio = (1.0 + half / rows) * detail::gemm_wave_efficiency(m, 132, rows);
+      CHECK(ratio > 0.5);
+      CHECK(ratio < 2.0);
+      if (rows >= 8192) CHECK(ratio == doctest::Approx(1.0).epsilon(0.3));
+    }
+  }
+}
+
+TEST_CASE("Cost.Analytic.fixed_gemm_cost_is_the_gemm_time_of_n_half_tokens") {
+  const auto& m = llama();
+  const double half = m.gemm_half_tokens();
+  CHECK(half == doctest::Approx(detail::gemm_half_tokens(models::llama3_8b(), 132)));
+  for (const auto r : {recompute_setting{}, recompute_setting{32, false}}) {
+    const auto c = at(1, r);
+    CHECK(m.gemm_fixed_seconds(c) == doctest::Approx(m.dense_compute_seconds(half, c)).epsilon(1e-12));
+    // The empty micro-step pays it with the framework work and every launch.
+    CHECK(m.seconds(micro_batch_shape{}, c) ==
+          doctest::Approx(m.overhead_seconds(c) + m.recompute_launch_seconds(c) + m.gemm_fixed_seconds(c))
+              .epsilon(1e-12));
+  }
+  // Recomputed blocks launch a third of their kernels again; collectives launch one each.
+  CHECK(m.recompute_launch_seconds(at(1, {32, false})) ==
+        doctest::Approx(32.0 * m.constants().kernels_per_layer / 3.0 * m.constants().kernel_launch_seconds));
+  CHECK(m.overhead_seconds(at(4)) - m.overhead_seconds(at(1)) ==
+        doctest::Approx(4.0 * 2.0 * 32.0 * m.constants().kernel_launch_seconds));
+  // A GPU that does not declare its SMs gets no fixed GEMM cost.
+  auto cluster = hgx_cluster(1, gpus::h200_sxm());
+  cluster.gpu.streaming_multiprocessors = 0;
+  const analytic_cost_model unknown(models::llama3_8b(), cluster);
+  CHECK(unknown.gemm_half_tokens() == 0.0);
+  CHECK(unknown.gemm_fixed_seconds(at(1)) == 0.0);
 }

@@ -15,7 +15,7 @@ using namespace dcp;
 namespace {
 
 struct fixture {
-  std::vector<sample> batch = dcp::test::heavy_tailed_batch(3, 60, 40000);
+  std::vector<sample> batch = dcp::test::heavy_tailed_batch(3, 120, 40000);
   analytic_cost_model cost{models::llama3_8b(), hgx_cluster(2, gpus::h100_sxm())};
   step_plan plan = DataCentricScheduler<>(cost).plan(batch);
 };

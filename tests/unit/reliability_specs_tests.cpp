@@ -306,6 +306,12 @@ TEST_CASE("Finding.09_specs.cluster_bandwidths_and_gpu_nan_inf_or_zero") {
   CHECK(contains(msg, "> 0"));
 
   cluster = one_node();
+  cluster.gpu.streaming_multiprocessors = -1;
+  msg = analytic_message(models::llama3_8b(), cluster);
+  CHECK(contains(msg, "gpu.streaming_multiprocessors = -1"));
+  CHECK(contains(msg, "0 = unknown"));
+
+  cluster = one_node();
   cluster.gpu.peak_flops = inf_value;
   CHECK(contains(analytic_message(models::llama3_8b(), cluster), "gpu.peak_flops = inf"));
 

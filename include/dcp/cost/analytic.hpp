@@ -13,6 +13,7 @@
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/cost/activation_memory.hpp"
 #include "dcp/cost/caption_work.hpp"
+#include "dcp/cost/gemm_waves.hpp"
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
@@ -29,7 +30,8 @@ struct analytic_constants {
   double attention_backward_efficiency = 0.52;  ///< FA3 bwd hd128, 2k-16k: 501-561 TFLOP/s (§1.2)
   double hbm_efficiency = 0.90;                 ///< sustained HBM fraction (§1.2 [R])
   double kernel_launch_seconds = 5e-6;          ///< per kernel without CUDA graphs (§1.3)
-  double kernels_per_layer = 30;                ///< forward + backward kernels of one block
+  double kernels_per_layer = 30;                ///< forward + backward kernels of one block; a
+                                                ///< recomputed block launches a third again
   double step_overhead_seconds = 2e-3;          ///< framework work per micro-step (data, hooks)
   double logits_bytes_per_entry = 6;            ///< BF16 logits + FP32 upcast for the loss (§4.2)
   std::int64_t loss_chunk_tokens = 8192;        ///< with chunked cross-entropy
@@ -80,15 +82,33 @@ public:
 
   [[nodiscard]]
   double seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    return compute_seconds(s, c) + communication_seconds(s, c) + overhead_seconds(c);
+    return compute_seconds(s, c) + communication_seconds(s, c) + overhead_seconds(c) +
+           recompute_launch_seconds(c) + gemm_fixed_seconds(c);
   }
 
-  /// Fixed cost of a micro-step: kernel launches and framework work (§1.3).
-  [[nodiscard]] double overhead_seconds(const execution_config&) const noexcept {
-    return constants_.step_overhead_seconds + constants_.kernel_launch_seconds *
-                                                  constants_.kernels_per_layer *
-                                                  static_cast<double>(model_.layers);
+  /// Fixed cost of a micro-step: framework work, and a launch per kernel of every block's
+  /// forward and backward and per collective (§1.3).
+  [[nodiscard]] double overhead_seconds(const execution_config& c) const noexcept {
+    const double kernels =
+        constants_.kernels_per_layer * static_cast<double>(model_.layers) + collectives(c);
+    return constants_.step_overhead_seconds + constants_.kernel_launch_seconds * kernels;
   }
+
+  /// The launches of the recomputed blocks' forward: a third of a block's kernels each.
+  [[nodiscard]] double recompute_launch_seconds(const execution_config& c) const noexcept {
+    return static_cast<double>(c.recompute.layers) * constants_.kernels_per_layer / 3.0 *
+           constants_.kernel_launch_seconds;
+  }
+
+  /// The fixed GEMM cost of a micro-step from wave quantisation on this GPU's SMs
+  /// (dcp/cost/gemm_waves.hpp): each GPU's GEMMs take F (n + n_half) / (eta R) at n tokens per
+  /// GPU, so an empty micro-step pays the GEMM time of n_half tokens (recomputed forwards
+  /// included). 0 when the GPU does not declare its SM count.
+  [[nodiscard]] double gemm_fixed_seconds(const execution_config& c) const noexcept {
+    return dense_compute_seconds(gemm_half_tokens_, c);
+  }
+  /// n_half of this model's GEMMs on this GPU (tokens per GPU; 0 = SM count unknown).
+  [[nodiscard]] double gemm_half_tokens() const noexcept { return gemm_half_tokens_; }
 
   /// Dense, attention and recompute FLOPs over peak x efficiency, split over the group, plus
   /// the caption GEMMs every GPU of the group runs whole.
@@ -262,18 +282,17 @@ public:
   // ---- the time split into terms (for dcp::calibrated) -----------------------------------
 
   /// Basis functions of time, in seconds at this model's constants. seconds(s, c) equals
-  /// sum_k time_term_priors[k] * time_terms(s, c)[k]. The last four have prior weight 0:
-  /// effects this model leaves out that a calibration against measurements may find —
-  /// memory-bound passes over the hidden state (norms, RoPE, residuals, activations), the
-  /// partly filled last wave of a GEMM (a fixed cost per micro-step that grows with the FLOPs
-  /// per token), per-hop latency of the collectives, and the kernel launches of recomputed
-  /// layers.
+  /// sum_k time_term_priors[k] * time_terms(s, c)[k]. Two have prior weight 0: effects this
+  /// model leaves out that a calibration against measurements may find — memory-bound passes
+  /// over the hidden state (norms, RoPE, residuals, activations) and per-hop latency of the
+  /// collectives. gemm_wave is the fixed GEMM cost of wave quantisation (gemm_fixed_seconds;
+  /// 0 without the GPU's SM count), recompute_launches the recomputed blocks' launches.
   static constexpr std::size_t time_term_count = 11;
   static constexpr std::array<std::string_view, time_term_count> time_term_names{
       "dense",   "attention",   "selective", "all_to_all",      "ring_exposed",   "latency",
       "overhead", "elementwise", "gemm_wave", "collective_hops", "recompute_launches"};
   static constexpr std::array<double, time_term_count> time_term_priors{1, 1, 1, 1, 1, 1,
-                                                                        1, 0, 0, 0, 0};
+                                                                        1, 0, 1, 0, 1};
 
   [[nodiscard]] std::array<double, time_term_count> time_terms(const micro_batch_shape& s,
                                                  const execution_config& c) const noexcept {
@@ -298,14 +317,13 @@ public:
     t[6] = overhead_seconds(c);
     // Basis terms with prior 0, each at a plain physical scale: one BF16 read and write of the
     // hidden state per token per layer pass (forward, backward twice, recomputed forward) over
-    // HBM; one 128-row tile of every GEMM; one intra-node latency per member per collective;
-    // a third of a layer's kernels (its forward) launched again per recomputed layer.
+    // HBM; one intra-node latency per member per collective.
     const double passes = 3.0 * layers + recomputed;
     t[7] = tokens / d * passes * 4.0 * static_cast<double>(model_.hidden) /
            (constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth);
-    t[8] = dense_compute_seconds(128.0, c);
+    t[8] = gemm_fixed_seconds(c);
     t[9] = collectives(c) * (d - 1.0) * cluster_.intra_node_latency;
-    t[10] = recomputed * constants_.kernels_per_layer / 3.0 * constants_.kernel_launch_seconds;
+    t[10] = recompute_launch_seconds(c);
     return t;
   }
 
@@ -389,9 +407,11 @@ private:
                    per_token_params_;
     selective_saving_ = static_cast<double>(saved_by_selective());
     states_ = compute_state_bytes();
+    gemm_half_tokens_ = detail::gemm_half_tokens(model_, cluster_.gpu.streaming_multiprocessors);
   }
 
   double per_token_params_ = 0;
+  double gemm_half_tokens_ = 0;
   double block_share_ = 0;
   double selective_saving_ = 0;
   double states_ = 0;

@@ -17,24 +17,29 @@ struct gpu_spec {
   double peak_flops = 0;      ///< dense BF16 tensor-core FLOP/s
   double memory_bytes = 0;    ///< HBM capacity as the driver reports it
   double hbm_bandwidth = 0;   ///< bytes/s
+  /// Streaming multiprocessors; the cost models derive GEMM efficiency at small token counts
+  /// from it (dcp/cost/gemm_waves.hpp). 0 = unknown: no fixed GEMM cost is charged.
+  std::int64_t streaming_multiprocessors = 0;
 
   friend bool operator==(const gpu_spec&, const gpu_spec&) = default;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const gpu_spec& g) {
   return os << "gpu{" << g.name << ", " << g.peak_flops / 1e12 << " TFLOP/s, "
-            << g.memory_bytes / gib << " GiB, " << g.hbm_bandwidth / 1e12 << " TB/s}";
+            << g.memory_bytes / gib << " GiB, " << g.hbm_bandwidth / 1e12 << " TB/s, "
+            << g.streaming_multiprocessors << " SMs}";
 }
 
 namespace gpus {
-/// H100 SXM5 80 GB: 989.4 TFLOP/s dense BF16, 3.35 TB/s; the driver reports ~79.6 GiB.
-[[nodiscard]] inline gpu_spec h100_sxm() { return {"H100-SXM", 989.4e12, 79.6 * gib, 3.35e12}; }
-/// H200 SXM 141 GB: same compute as H100, 4.8 TB/s; the driver reports ~140 GiB.
-[[nodiscard]] inline gpu_spec h200_sxm() { return {"H200-SXM", 989.4e12, 140.0 * gib, 4.8e12}; }
+/// H100 SXM5 80 GB: 989.4 TFLOP/s dense BF16, 3.35 TB/s, 132 SMs (§1.1); the driver reports
+/// ~79.6 GiB.
+[[nodiscard]] inline gpu_spec h100_sxm() { return {"H100-SXM", 989.4e12, 79.6 * gib, 3.35e12, 132}; }
+/// H200 SXM 141 GB: same compute (132 SMs) as H100, 4.8 TB/s; the driver reports ~140 GiB.
+[[nodiscard]] inline gpu_spec h200_sxm() { return {"H200-SXM", 989.4e12, 140.0 * gib, 4.8e12, 132}; }
 /// A100 SXM4 40 GB (NVIDIA A100 Tensor Core GPU datasheet): 312 TFLOP/s dense BF16, 40 GB HBM2
-/// at 1,555 GB/s; the driver reports 40,960 MiB = 40 GiB [R]. Its NVLink (600 GB/s
+/// at 1,555 GB/s, 108 SMs (NVIDIA A100 architecture whitepaper [R]); the driver reports 40,960 MiB = 40 GiB [R]. Its NVLink (600 GB/s
 /// bidirectional, 300 per direction) is the cluster's: see a100_nvlink_bandwidth.
-[[nodiscard]] inline gpu_spec a100_sxm_40gb() { return {"A100-SXM4-40GB", 312e12, 40.0 * gib, 1.555e12}; }
+[[nodiscard]] inline gpu_spec a100_sxm_40gb() { return {"A100-SXM4-40GB", 312e12, 40.0 * gib, 1.555e12, 108}; }
 /// All-to-all bus bandwidth of A100's NVLink 3 (12 links, 300 GB/s per direction, datasheet):
 /// the H100 ratio of nccl-tests' non-all-reduce busbw to line rate (370 / 450, nccl-tests#212)
 /// applied to 300 GB/s [D]. For cluster_spec::nvlink_bandwidth.
@@ -61,10 +66,13 @@ struct cluster_spec {
   /// Largest cluster a spec may describe; far beyond any built, and small enough that every
   /// per-rank table and every degree (a power of two up to gpus) stays in range.
   static constexpr std::int64_t max_gpus = std::int64_t{1} << 24;
+  /// Largest SM count a GPU may declare (an H100 has 132).
+  static constexpr std::int64_t max_streaming_multiprocessors = std::int64_t{1} << 20;
 
   /// Throws invalid_spec naming the first bad field, its value and the limit: gpus outside
   /// [1, max_gpus] or not a multiple of gpus_per_node >= 1; GPU peak, capacity, HBM and link
-  /// bandwidths not finite and > 0; latencies not finite and >= 0.
+  /// bandwidths not finite and > 0; gpu.streaming_multiprocessors outside [0,
+  /// max_streaming_multiprocessors]; latencies not finite and >= 0.
   void validate() const {
     if (gpus < 1)
       throw invalid_spec("cluster: gpus = " + std::to_string(gpus) + ", must be >= 1");
@@ -80,6 +88,10 @@ struct cluster_spec {
     detail::require_finite_positive(gpu.peak_flops, "cluster: ", "gpu.peak_flops");
     detail::require_finite_positive(gpu.memory_bytes, "cluster: ", "gpu.memory_bytes");
     detail::require_finite_positive(gpu.hbm_bandwidth, "cluster: ", "gpu.hbm_bandwidth");
+    if (gpu.streaming_multiprocessors < 0 || gpu.streaming_multiprocessors > max_streaming_multiprocessors)
+      throw invalid_spec("cluster: gpu.streaming_multiprocessors = " +
+                         std::to_string(gpu.streaming_multiprocessors) + ", must be in [0, " +
+                         std::to_string(max_streaming_multiprocessors) + "] (0 = unknown)");
     detail::require_finite_positive(nvlink_bandwidth, "cluster: ", "nvlink_bandwidth");
     detail::require_finite_positive(nic_bandwidth, "cluster: ", "nic_bandwidth");
     detail::require_finite_non_negative(intra_node_latency, "cluster: ", "intra_node_latency");
