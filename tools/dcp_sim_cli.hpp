@@ -42,6 +42,9 @@ struct sim_options_cli {
   bool json = false;
   std::optional<std::string> out{};
   std::optional<std::string> plan{};
+  /// Host seconds per kernel for the truth model and the planner's analytic model; unset: their
+  /// defaults (the fit of docs/fidelity.md, "The host cost").
+  std::optional<double> host_cost{};
   bool fidelity = false;  ///< re-enact the published protocols (docs/fidelity.md)
   bool matrix = false;    ///< every policy on the scenario matrix (tools/dcp_sim_matrix.hpp)
   bool help = false;
@@ -74,6 +77,9 @@ Options (defaults in brackets):
                       flexsp,verl,wlb-llm,dcp-calibrated,megatron-static,
                       megatron-static-sel,ulysses-static,megatron-dcp-tuned,
                       verl-hybrid,paper-baseline-lpt,wlb-llm-delay  [all]
+  --host-cost S       the framework's host (CPU) seconds to issue one kernel, for the
+                      simulated hardware and the planner's model alike; 0 = launches never
+                      limit (CUDA graphs)  [91.1e-6, fitted: docs/fidelity.md "The host cost"]
   --json              print JSON instead of tables
   --out DIR           write SVG figures (a timeline per policy, throughput, utilisation) into DIR
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)
@@ -90,7 +96,7 @@ Options (defaults in brackets):
                       truth model: published vs simulated speedup, step times, and whether
                       each is within 15 %, else the mechanism that explains the miss
                       (docs/fidelity.md); takes only --json, --steps (shortens every protocol
-                      to N steps) and --seed
+                      to N steps), --seed and --host-cost
   --help
 
 All times are from a model of the hardware (docs/simulator.md), not from GPUs.
@@ -161,6 +167,12 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     } else if (flag == "--fidelity") o.fidelity = true;
     else if (flag == "--matrix") o.matrix = true;
     else if (flag == "--seed") o.seed = detail::parse_integer<std::uint64_t>(flag, next(), 0);
+    else if (flag == "--host-cost") {
+      const auto text = next();
+      o.host_cost = detail::parse_non_negative(flag, text);
+      if (*o.host_cost > 0.01)
+        throw usage_error("--host-cost = " + std::string(text) + " seconds per kernel, must be at most 0.01");
+    }
     else if (flag == "--policies") {
       std::string_view list = next();
       while (!list.empty()) {
@@ -178,7 +190,8 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
   if (o.video_csv && !o.file) throw usage_error("--video-csv needs --file");
   if (o.fidelity && (o.model_given || o.workload_given || o.file || o.plan || o.out || !o.policies.empty() ||
                      o.tokens_given || o.context_given))
-    throw usage_error("--fidelity re-enacts fixed published protocols; it takes only --json, --steps and --seed");
+    throw usage_error("--fidelity re-enacts fixed published protocols; it takes only --json, --steps, --seed and "
+                      "--host-cost");
   if (o.matrix && (o.fidelity || o.file || o.plan || o.out || o.tokens_given || o.zero_given))
     throw usage_error("--matrix sizes each cell itself; with it --model, --workload, --context, --gpu, --nodes and "
                       "--sp keep one value of that axis, and --policies, --steps, --seed and --json apply; not "

@@ -48,7 +48,7 @@ namespace sim_detail {
 inline std::vector<evaluation::policy_entry> make_policies(const evaluation::scenario& sc,
                                                     const std::vector<std::string>& wanted,
                                                     std::vector<std::string>* skipped = nullptr) {
-  const auto cost = std::make_shared<analytic_cost_model>(sc.model, sc.cluster, sc.training);
+  const auto cost = std::make_shared<analytic_cost_model>(sc.model, sc.cluster, sc.training, sc.planner);
   std::vector<evaluation::policy_entry> all;
   using cost_t = analytic_cost_model;
   auto add = [&](std::string name, auto scheduler, std::string note = {}) {
@@ -102,7 +102,7 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
                           return std::find(users.begin(), users.end(), w) != users.end();
                         });
   if (any_user) {
-    const sim::truth_model truth(sc.model, sc.cluster, sc.training);
+    const sim::truth_model truth(sc.model, sc.cluster, sc.training, sc.truth);
     const auto peak = [&truth](const micro_batch_shape& shape, const execution_config& config) {
       return truth.peak_bytes(shape, config);
     };
@@ -243,6 +243,7 @@ inline std::vector<evaluation::scenario> make_scenarios(const sim_options_cli& o
     sc.draw = make_draw(copy, workload);
     sc.steps = o.steps;
     sc.seed = o.seed;
+    if (o.host_cost) sc.truth.host_seconds_per_kernel = sc.planner.host_seconds_per_kernel = *o.host_cost;
     sc.sample_kinds = sample_kinds_of(workload, o.context);
     sc.tokens_per_step = tokens;
     sc.notes.push_back("batches of ~" + std::to_string(tokens) + " tokens (" +
@@ -488,7 +489,10 @@ inline int sim_main(std::span<const std::string_view> args, std::ostream& out, s
     }
     if (o.plan) return evaluate_external_plan(o, out);
     if (o.fidelity) {
-      const auto report = evaluation::run_fidelity({.steps = o.steps_given ? o.steps : 0, .seed = o.seed});
+      evaluation::fidelity_options options{.steps = o.steps_given ? o.steps : 0, .seed = o.seed};
+      if (o.host_cost)
+        options.truth.host_seconds_per_kernel = options.planner.host_seconds_per_kernel = *o.host_cost;
+      const auto report = evaluation::run_fidelity(options);
       if (o.json) write_fidelity_json(out, report);
       else print_fidelity(out, report);
       finish_output(out);

@@ -66,9 +66,12 @@ TEST_CASE("Cost.Analytic.time_and_memory_are_monotone_in_length") {
     double previous_time = 0, previous_bytes = 0;
     for (std::int64_t tokens = 128; tokens <= (1 << 20); tokens *= 2) {
       const auto s = micro_batch_shape::of(text_sample(0, tokens));
-      CHECK(m.seconds(s, at(d)) > previous_time);
+      // The device's time grows with every token; the micro-step's never falls (the host's
+      // issue time may decide short ones).
+      CHECK(m.device_seconds(s, at(d)) > previous_time);
+      CHECK(m.seconds(s, at(d)) >= m.device_seconds(s, at(d)));
       CHECK(m.peak_bytes(s, at(d)) > previous_bytes);
-      previous_time = m.seconds(s, at(d));
+      previous_time = m.device_seconds(s, at(d));
       previous_bytes = m.peak_bytes(s, at(d));
     }
   }
@@ -109,7 +112,7 @@ TEST_CASE("Cost.Analytic.degree_divides_activations_and_adds_communication") {
   // GPU-seconds never fall with the degree (cost_model requirement 5).
   double previous = 0;
   for (std::int64_t d = 1; d <= 32; d *= 2) {
-    const double gpu_seconds = static_cast<double>(d) * (m.seconds(s, at(d)) - m.seconds({}, at(d)));
+    const double gpu_seconds = static_cast<double>(d) * (m.device_seconds(s, at(d)) - m.fixed_seconds(at(d)));
     CHECK(gpu_seconds >= previous * (1 - 1e-12));
     previous = gpu_seconds;
   }
@@ -156,7 +159,8 @@ TEST_CASE("Cost.Analytic.marginal_time_is_a_floor_for_packing") {
             const execution_config c{d, sp, r};
             const auto sa = micro_batch_shape::of(text_sample(0, a));
             const auto sb = micro_batch_shape::of(text_sample(1, b));
-            const double empty = m.seconds(micro_batch_shape{}, c);
+            const double empty = m.fixed_seconds(c);  // the empty micro-step's device time
+            CHECK(empty <= m.seconds(micro_batch_shape{}, c));
             CHECK(m.seconds(sa + sb, c) >= empty + m.marginal_seconds(sa, c) + m.marginal_seconds(sb, c) - 1e-12);
             CHECK(m.seconds(sb, c) >= empty + m.marginal_seconds(sb, c) - 1e-12);
             CHECK(m.marginal_seconds(sb, c) >= 0.0);
@@ -212,7 +216,7 @@ TEST_CASE("Cost.Analytic.caption_work_runs_whole_on_every_gpu_of_the_group") {
         // dropping it, or dividing it by the degree, fails these.
         CHECK(m.compute_seconds(s, c) - m.compute_seconds(without_samples(s), c) ==
               doctest::Approx(expected).epsilon(1e-9));
-        CHECK(m.seconds(s, c) - m.seconds(without_samples(s), c) ==
+        CHECK(m.device_seconds(s, c) - m.device_seconds(without_samples(s), c) ==
               doctest::Approx(expected).epsilon(1e-9));
         CHECK(m.marginal_seconds(s, c) - m.marginal_seconds(without_samples(s), c) ==
               doctest::Approx(expected).epsilon(1e-9));
@@ -427,8 +431,8 @@ TEST_CASE("Cost.Analytic.fixed_gemm_cost_is_the_gemm_time_of_n_half_tokens") {
   for (const auto r : {recompute_setting{}, recompute_setting{32, false}}) {
     const auto c = at(1, r);
     CHECK(m.gemm_fixed_seconds(c) == doctest::Approx(m.dense_compute_seconds(half, c)).epsilon(1e-12));
-    // The empty micro-step pays it with the framework work and every launch.
-    CHECK(m.seconds(micro_batch_shape{}, c) ==
+    // The empty micro-step's device time is it with the framework work and every launch.
+    CHECK(m.device_seconds(micro_batch_shape{}, c) ==
           doctest::Approx(m.overhead_seconds(c) + m.recompute_launch_seconds(c) + m.gemm_fixed_seconds(c))
               .epsilon(1e-12));
   }
@@ -443,4 +447,31 @@ TEST_CASE("Cost.Analytic.fixed_gemm_cost_is_the_gemm_time_of_n_half_tokens") {
   const analytic_cost_model unknown(models::llama3_8b(), cluster);
   CHECK(unknown.gemm_half_tokens() == 0.0);
   CHECK(unknown.gemm_fixed_seconds(at(1)) == 0.0);
+}
+
+TEST_CASE("Cost.Analytic.host_time_decides_micro_steps_too_small_to_hide_it") {
+  const auto& m = llama();
+  const auto& k = m.constants();
+  const auto c = at(1);
+  // The host issues every block's forward and backward kernels (and a third again per
+  // recomputed block, and the collectives); its time does not depend on the tokens.
+  CHECK(m.host_seconds(c) == doctest::Approx(k.host_seconds_per_kernel * k.kernels_per_layer * 32).epsilon(1e-12));
+  CHECK(m.host_seconds(at(1, {32, false})) > m.host_seconds(c));
+  CHECK(m.host_seconds(at(8)) > m.host_seconds(c));
+  const micro_batch_shape small{1, 200, 200, 0.5 * 200 * 200};
+  const micro_batch_shape large{1, 60000, 60000, 0.5 * 60000.0 * 60000.0};
+  CHECK(m.device_seconds(small, c) < m.host_seconds(c));
+  CHECK(m.seconds(small, c) == doctest::Approx(m.host_seconds(c)));
+  CHECK(m.device_seconds(large, c) > m.host_seconds(c));
+  CHECK(m.seconds(large, c) == doctest::Approx(m.device_seconds(large, c)));
+  // The bounds' fixed part is the empty micro-step's device time, below its (host) time, and
+  // requirement 5 holds with it: a sum of samples takes at least it plus their marginals.
+  CHECK(m.fixed_seconds(c) == doctest::Approx(m.device_seconds(micro_batch_shape{}, c)));
+  CHECK(m.fixed_seconds(c) < m.seconds(micro_batch_shape{}, c));
+  CHECK(m.seconds(small + small, c) >= m.fixed_seconds(c) + 2 * m.marginal_seconds(small, c));
+  // A framework whose launches never limit (CUDA graphs): host time 0.
+  auto graphs = k;
+  graphs.host_seconds_per_kernel = 0;
+  const analytic_cost_model graphed(m.model(), m.cluster(), m.training(), graphs);
+  CHECK(graphed.seconds(small, c) == doctest::Approx(m.device_seconds(small, c)));
 }

@@ -75,7 +75,7 @@ const step_plan& plan_on_8_gpus() {
   static const step_plan plan = [] {
     const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
     const DataCentricScheduler<> scheduler(cost);
-    return scheduler.plan(dcp::test::heavy_tailed_batch(7, 192, 131072));
+    return scheduler.plan(dcp::test::heavy_tailed_batch(7, 256, 131072));
   }();
   return plan;
 }

@@ -208,7 +208,11 @@ TEST_CASE("Sim.Truth.differs_from_the_analytic_model") {
   const sim::truth_model truth(models::llama3_8b(), cluster);
   // Small, highly split micro-batches: collective latency per NCCL step and short-sequence
   // attention make them dearer than the planner thinks (both charge GEMMs a fixed cost).
-  CHECK(truth.seconds(text(300), at(16)) > 1.2 * planner.seconds(text(300), at(16)));
+  const auto device = [&](std::int64_t tokens, std::int64_t d) {
+    const auto p = truth.micro_step_parts(text(tokens), at(d));
+    return p.device_seconds_at(p.nic_bandwidth);
+  };
+  CHECK(device(300, 16) > 1.2 * planner.device_seconds(text(300), at(16)));
   // Long sequences: FA3 reaches more of peak at long lengths than the planner assumes.
   CHECK(truth.seconds(text(200000), at(1)) < 0.95 * planner.seconds(text(200000), at(1)));
   // Not one model under two names: most shapes differ by more than 1 % in time.
@@ -228,8 +232,9 @@ TEST_CASE("Sim.Truth.differs_from_the_analytic_model") {
 }
 
 TEST_CASE("Sim.Truth.marginal_time_is_a_floor_for_packing") {
-  // cost_model requirement 5: seconds(a + b) >= seconds({}) + marginal(a) + marginal(b), both SP styles,
-  // inside and across nodes, with and without recomputation.
+  // cost_model requirement 5: seconds(a + b) >= fixed_seconds + marginal(a) + marginal(b), both SP
+  // styles, inside and across nodes, with and without recomputation; fixed_seconds is the empty
+  // micro-step's device time, at most its time (which may be the host's).
   for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
     training_spec t;
     t.sp = sp;
@@ -245,7 +250,8 @@ TEST_CASE("Sim.Truth.marginal_time_is_a_floor_for_packing") {
             const execution_config c{d, sp, r};
             const auto sa = micro_batch_shape::of(text_sample(0, a));
             const auto sb = micro_batch_shape::of(text_sample(1, b));
-            const double empty = m.seconds(micro_batch_shape{}, c);
+            const double empty = m.fixed_seconds(c);
+            CHECK(empty <= m.seconds(micro_batch_shape{}, c));
             CHECK(m.seconds(sa + sb, c) >= empty + m.marginal_seconds(sa, c) + m.marginal_seconds(sb, c) - 1e-12);
             CHECK(m.marginal_seconds(sb, c) >= 0.0);
             CHECK(m.marginal_seconds(sb, c) <= m.seconds(sb, c));
@@ -372,7 +378,11 @@ TEST_CASE("Sim.Truth.caption_gemms_run_whole_on_every_gpu_of_the_group") {
           const double per_rows = flops_per_text_token(r) * rows / rate;
           CHECK(truth.micro_step_parts(s, c).gemm_seconds - truth.micro_step_parts(no_samples, c).gemm_seconds ==
                 doctest::Approx(per_rows).epsilon(1e-9));
-          CHECK(truth.seconds(s, c) - truth.seconds(no_samples, c) == doctest::Approx(per_rows).epsilon(1e-9));
+          const auto device = [&](const micro_batch_shape& shape) {
+            const auto p = truth.micro_step_parts(shape, c);
+            return p.device_seconds_at(p.nic_bandwidth);
+          };
+          CHECK(device(s) - device(no_samples) == doctest::Approx(per_rows).epsilon(1e-9));
           CHECK(truth.marginal_seconds(s, c) - truth.marginal_seconds(no_samples, c) ==
                 doctest::Approx(per_rows).epsilon(1e-9));
         }
@@ -382,7 +392,7 @@ TEST_CASE("Sim.Truth.caption_gemms_run_whole_on_every_gpu_of_the_group") {
 }
 
 TEST_CASE("Sim.Truth.dit_marginal_time_is_a_floor_for_packing") {
-  // cost_model requirement 5 with the caption's per-sample work: seconds(a + b) >= seconds({}) +
+  // cost_model requirement 5 with the caption's per-sample work: seconds(a + b) >= fixed_seconds +
   // marginal(a) + marginal(b), and degree x marginal never falls, for STDiT3-XL clips.
   for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
     training_spec t;
@@ -395,7 +405,8 @@ TEST_CASE("Sim.Truth.dit_marginal_time_is_a_floor_for_packing") {
       for (std::int64_t d : {1, 2, 4, 8, 16, 32}) {
         CAPTURE(d);
         const execution_config c{d, sp, r};
-        const double empty = m.seconds(micro_batch_shape{}, c);
+        const double empty = m.fixed_seconds(c);
+        CHECK(empty <= m.seconds(micro_batch_shape{}, c));
         CHECK(m.seconds(sa + sb, c) >= empty + m.marginal_seconds(sa, c) + m.marginal_seconds(sb, c) - 1e-12);
         CHECK(m.marginal_seconds(sa, c) <= m.seconds(sa, c));
         if (sp == sequence_parallel::ring && d == 1) continue;  // see degree_times_marginal_never_falls
@@ -678,4 +689,36 @@ TEST_CASE("Sim.Simulator.empty_plan_takes_no_time") {
   CHECK(result.idle_fraction == 0.0);
   CHECK(result.timelines.size() == 8);
   CHECK(result.peak_bytes == doctest::Approx(truth.static_bytes()));
+}
+
+TEST_CASE("Sim.Truth.host_time_decides_small_micro_steps") {
+  // A micro-step takes the longer of its device time and the host's time to issue its kernels:
+  // the host decides a short one, a long one hides it.
+  const auto m = llama_truth(4, {});
+  const execution_config c{1, sequence_parallel::ulysses, recompute_setting::none()};
+  const auto small = micro_batch_shape::of(text_sample(0, 200));
+  const auto large = micro_batch_shape::of(text_sample(1, 60000));
+  const auto ps = m.micro_step_parts(small, c);
+  const auto pl = m.micro_step_parts(large, c);
+  const auto& k = m.constants();
+  const double kernels = k.forward_kernels_per_layer * 3.0 * 32 + k.loss_kernels;
+  CHECK(ps.host_seconds == doctest::Approx(kernels * k.host_seconds_per_kernel).epsilon(1e-12));
+  CHECK(pl.host_seconds == doctest::Approx(ps.host_seconds));  // the kernels, not the tokens
+  CHECK(ps.host_seconds > ps.device_seconds_at(ps.nic_bandwidth));
+  CHECK(m.seconds(small, c) == doctest::Approx(ps.host_seconds));
+  CHECK(pl.host_seconds < pl.device_seconds_at(pl.nic_bandwidth));
+  CHECK(m.seconds(large, c) == doctest::Approx(pl.device_seconds_at(pl.nic_bandwidth)));
+  // Without the host cost every micro-step is its device time.
+  auto none = k;
+  none.host_seconds_per_kernel = 0;
+  const sim::truth_model device_only(m.model(), m.cluster(), m.training(), none);
+  CHECK(device_only.seconds(small, c) == doctest::Approx(ps.device_seconds_at(ps.nic_bandwidth)));
+  CHECK(device_only.fixed_seconds(c) == doctest::Approx(m.fixed_seconds(c)));
+  // Ring attention: d steps per layer and pass, each with its own kernels (TE's P2P loop).
+  const execution_config r{4, sequence_parallel::ring, recompute_setting::partial(8)};
+  const auto pr = m.micro_step_parts(small, r);
+  const double ring_kernels = 4.0 * (k.ring_forward_kernels_per_step * (32 + 8) + k.ring_backward_kernels_per_step * 32);
+  CHECK(pr.host_seconds ==
+        doctest::Approx((k.forward_kernels_per_layer * (3.0 * 32 + 8) + k.loss_kernels + ring_kernels) *
+                        k.host_seconds_per_kernel).epsilon(1e-12));
 }

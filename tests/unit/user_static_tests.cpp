@@ -366,6 +366,21 @@ TEST_CASE("Evaluation.Fidelity.trimmed_mean_follows_the_benchmark_script") {
   CHECK(evaluation::trimmed_mean(values, 30) == 0.0);
 }
 
+TEST_CASE("Evaluation.Fidelity.host_cost_is_the_fit_to_the_published_4_gpu_baseline") {
+  // The truth model's host time per kernel is fitted to one public absolute measurement, the
+  // 4-GPU dp_balanced iteration of Megatron's dynamic-CP benchmark (195.269 ms): refitting it
+  // from the default constants gives the default back, and the baseline then takes that time.
+  evaluation::fidelity_options options;
+  const double fitted = evaluation::fit_host_seconds_per_kernel(options);
+  const double shipped = sim::truth_constants{}.host_seconds_per_kernel;
+  MESSAGE("fitted host seconds per kernel: ", fitted, " (shipped ", shipped, ")");
+  CHECK(fitted == doctest::Approx(shipped).epsilon(0.005));
+  CHECK(evaluation::megatron_dp_balanced_seconds(4, options) == doctest::Approx(0.195269).epsilon(0.005));
+  // The fit moves with what it is fitted to: without host cost the baseline is far faster.
+  options.truth.host_seconds_per_kernel = 0;
+  CHECK(evaluation::megatron_dp_balanced_seconds(4, options) < 0.5 * 0.195269);
+}
+
 TEST_CASE("Tool.Sim.fidelity_gives_published_and_simulated_ratios_and_a_verdict_or_a_reason") {
   const auto json = run_sim({"--fidelity", "--json", "--steps", "2"});
   REQUIRE(json.status == 0);

@@ -24,6 +24,7 @@ DCP_DETAIL_MEMBER_PROBE(time_terms);
 DCP_DETAIL_MEMBER_PROBE(marginal_time_terms);
 DCP_DETAIL_MEMBER_PROBE(memory_terms);
 DCP_DETAIL_MEMBER_PROBE(memory_by_tokens);
+DCP_DETAIL_MEMBER_PROBE(fixed_seconds);
 
 /// Optional member 6: the time split into named terms (calibrated<M> refits their weights).
 template <class M>
@@ -73,7 +74,11 @@ concept optional_cost_members_are_well_formed =
     (!(detail::declares_time_terms<M> || detail::declares_marginal_time_terms<M>) ||
      detail::has_time_terms<M>) &&
     (!detail::declares_memory_terms<M> || detail::has_memory_terms<M>) &&
-    (!detail::declares_memory_by_tokens<M> || detail::has_well_formed_memory_by_tokens<M>);
+    (!detail::declares_memory_by_tokens<M> || detail::has_well_formed_memory_by_tokens<M>) &&
+    (!detail::declares_fixed_seconds<M> ||
+     requires(const M& m, const execution_config& c) {
+       { m.fixed_seconds(c) } -> std::convertible_to<double>;
+     });
 
 /// A cost model answers, for one micro-batch under one execution config, its time on the group
 /// and its peak bytes on each GPU of the group.
@@ -89,7 +94,8 @@ concept optional_cost_members_are_well_formed =
 ///     and never increases when more layers are recomputed; `seconds` never decreases when
 ///     samples are added. The marginal time of b — `m.marginal_seconds(b, c)` if the model has
 ///     that optional member, else seconds(b) - seconds({}) — is b's floor in any micro-batch:
-///     for samples b_1..b_n, seconds(b_1 + ... + b_n) >= seconds({}) + sum_i marginal(b_i) (the
+///     for samples b_1..b_n, seconds(b_1 + ... + b_n) >= fixed(c) + sum_i marginal(b_i), with
+///     fixed(c) = `m.fixed_seconds(c)` if the model has that optional member, else seconds({}) (the
 ///     lower bound and the static search rely on it; the default meets it when seconds is
 ///     superadditive, seconds(a + b) >= seconds(a) + seconds(b) - seconds({})); for a fixed
 ///     recompute setting, degree * marginal does not decrease with the degree (parallelism is
@@ -110,6 +116,10 @@ concept optional_cost_members_are_well_formed =
 ///    c.recompute = none). The lower bound then counts each sample's share of the fixed cost
 ///    every micro-step pays: a micro-step holds at most as many tokens as one sample of that
 ///    length could (default false: the bound without fixed costs).
+///  - `m.fixed_seconds(c)` -> double: the fixed(c) of requirement 5, least at c.recompute =
+///    none under memory_by_tokens (default seconds({}, c)). A model whose time is the longer of
+///    two parts — the truth model's host issue time and device time — declares the part the
+///    marginals add to, since an empty micro-step's time may be the other one.
 /// Models: analytic_cost_model, calibrated<M>, sim::truth_model.
 template <class M>
 concept cost_model =

@@ -32,7 +32,15 @@ struct analytic_constants {
   double kernel_launch_seconds = 5e-6;          ///< per kernel without CUDA graphs (§1.3)
   double kernels_per_layer = 30;                ///< forward + backward kernels of one block; a
                                                 ///< recomputed block launches a third again
+  double ring_kernels_per_step = 18;            ///< ring attention, per layer and attention step,
+                                                ///< forward 8 + backward 10 (Transformer Engine's
+                                                ///< P2P context parallelism, docs/simulator.md)
   double step_overhead_seconds = 2e-3;          ///< framework work per micro-step (data, hooks)
+  /// Host (CPU) time to issue one kernel in an eager framework; a micro-step takes the longer of
+  /// its device time and kernels x this. The simulator's truth model fits it to Megatron's
+  /// published 4-GPU iteration (docs/fidelity.md, "The host cost"); 0 for a framework whose
+  /// launches never limit (CUDA graphs).
+  double host_seconds_per_kernel = 91.1e-6;
   double logits_bytes_per_entry = 6;            ///< BF16 logits + FP32 upcast for the loss (§4.2)
   std::int64_t loss_chunk_tokens = 8192;        ///< with chunked cross-entropy
 
@@ -49,7 +57,9 @@ struct analytic_constants {
     detail::require_fraction(hbm_efficiency, where, "hbm_efficiency");
     detail::require_finite_non_negative(kernel_launch_seconds, where, "kernel_launch_seconds");
     detail::require_finite_non_negative(kernels_per_layer, where, "kernels_per_layer");
+    detail::require_finite_non_negative(ring_kernels_per_step, where, "ring_kernels_per_step");
     detail::require_finite_non_negative(step_overhead_seconds, where, "step_overhead_seconds");
+    detail::require_finite_non_negative(host_seconds_per_kernel, where, "host_seconds_per_kernel");
     detail::require_finite_non_negative(logits_bytes_per_entry, where, "logits_bytes_per_entry");
     if (loss_chunk_tokens < 1)
       throw invalid_spec(std::string(where) + "loss_chunk_tokens = " +
@@ -80,18 +90,46 @@ public:
 
   // ---- time -------------------------------------------------------------------------------
 
+  /// The longer of the device's time and the host's time to issue the micro-step's kernels.
   [[nodiscard]]
   double seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    return std::max(host_seconds(c), device_seconds(s, c));
+  }
+
+  /// The device's time: compute, communication, launch gaps and the fixed GEMM cost.
+  [[nodiscard]]
+  double device_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     return compute_seconds(s, c) + communication_seconds(s, c) + overhead_seconds(c) +
            recompute_launch_seconds(c) + gemm_fixed_seconds(c);
   }
 
+  /// The host's time to issue the micro-step's kernels (an eager framework's per-kernel work);
+  /// the kernels do not depend on the micro-batch, so large micro-steps hide it.
+  [[nodiscard]] double host_seconds(const execution_config& c) const noexcept {
+    return constants_.host_seconds_per_kernel * kernels(c);
+  }
+
+  /// cost_model optional member 9: the device time of an empty micro-step, which every
+  /// micro-step pays beyond its samples' marginal times (the host's time is the other part of
+  /// the maximum, not added to them).
+  [[nodiscard]] double fixed_seconds(const execution_config& c) const noexcept {
+    return device_seconds(micro_batch_shape{}, c);
+  }
+
   /// Fixed cost of a micro-step: framework work, and a launch per kernel of every block's
-  /// forward and backward and per collective (§1.3).
+  /// forward and backward and per collective or ring step (§1.3).
   [[nodiscard]] double overhead_seconds(const execution_config& c) const noexcept {
     const double kernels =
-        constants_.kernels_per_layer * static_cast<double>(model_.layers) + collectives(c);
+        constants_.kernels_per_layer * static_cast<double>(model_.layers) + collective_kernels(c);
     return constants_.step_overhead_seconds + constants_.kernel_launch_seconds * kernels;
+  }
+
+  /// Kernels a micro-step launches: every block's forward and backward, a third again per
+  /// recomputed block, and the collectives (Ulysses) or ring attention steps.
+  [[nodiscard]] double kernels(const execution_config& c) const noexcept {
+    return constants_.kernels_per_layer *
+               (static_cast<double>(model_.layers) + static_cast<double>(c.recompute.layers) / 3.0) +
+           collective_kernels(c);
   }
 
   /// The launches of the recomputed blocks' forward: a third of a block's kernels each.
@@ -215,6 +253,18 @@ public:
   }
 
 private:
+  /// Kernels of the sequence-parallel communication: one per Ulysses all-to-all; ring
+  /// attention d steps per layer, each with its own attention, P2P and correction kernels.
+  [[nodiscard]] double collective_kernels(const execution_config& c) const noexcept {
+    if (c.degree <= 1) return 0.0;
+    if (c.sp == sequence_parallel::ulysses) return collectives(c);
+    const double layers = static_cast<double>(model_.layers);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    // Forward 8 and backward 10 of the 18 per step; a recomputed forward adds its 8.
+    return static_cast<double>(c.degree) * constants_.ring_kernels_per_step *
+           (layers + recomputed * 8.0 / 18.0);
+  }
+
   /// Collectives of one micro-step: Ulysses 4 all-to-alls per pass, ring (d-1) steps per layer
   /// pass (§3.2, §3.3).
   [[nodiscard]] double collectives(const execution_config& c) const noexcept {
@@ -281,8 +331,9 @@ public:
 
   // ---- the time split into terms (for dcp::calibrated) -----------------------------------
 
-  /// Basis functions of time, in seconds at this model's constants. seconds(s, c) equals
-  /// sum_k time_term_priors[k] * time_terms(s, c)[k]. Two have prior weight 0: effects this
+  /// Basis functions of time, in seconds at this model's constants. device_seconds(s, c) equals
+  /// sum_k time_term_priors[k] * time_terms(s, c)[k]; seconds is the larger of it and
+  /// host_seconds(c), which calibrated<M> keeps as it is. Two have prior weight 0: effects this
   /// model leaves out that a calibration against measurements may find — memory-bound passes
   /// over the hidden state (norms, RoPE, residuals, activations) and per-hop latency of the
   /// collectives. gemm_wave is the fixed GEMM cost of wave quantisation (gemm_fixed_seconds;

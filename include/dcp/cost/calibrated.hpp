@@ -348,11 +348,17 @@ public:
 
   // ---- predictions --------------------------------------------------------------------------
 
+  /// The refitted terms, or M's host time where that is longer (M's `host_seconds(config)`,
+  /// when M has time terms and that member: the terms are then its device time, and a
+  /// measurement of a host-bound micro-step says nothing about them).
   [[nodiscard]] double seconds(const micro_batch_shape& s, const execution_config& c) const {
-    const auto t = time_basis::values(base_, s, c);
-    double out = 0;
-    for (std::size_t k = 0; k < time_term_count; ++k) out += time_weights_[k] * t[k];
-    return std::max(0.0, out);
+    return std::max(host_floor(c), device_seconds(s, c));
+  }
+
+  /// cost_model optional member 9: the refitted terms of an empty micro-step (with no host
+  /// time in M, the same as seconds of an empty micro-step).
+  [[nodiscard]] double fixed_seconds(const execution_config& c) const {
+    return device_seconds(micro_batch_shape{}, c);
   }
 
   /// A floor on what s adds to any micro-batch under c: the terms' own floors, reweighted.
@@ -415,6 +421,9 @@ public:
 
   /// The measured micro-batches the fit uses (the window), oldest first.
   [[nodiscard]] const std::vector<observation>& observations() const noexcept { return window_; }
+
+  /// The weight of M's host time (1 until host-bound micro-steps were observed).
+  [[nodiscard]] double host_weight() const noexcept { return host_weight_; }
 
   /// The current weight of each time term (M's terms, in M::time_term_names order).
   [[nodiscard]]
@@ -501,11 +510,31 @@ private:
     measured(o.report.peak_bytes, "peak_bytes");
   }
 
+  [[nodiscard]] double device_seconds(const micro_batch_shape& s, const execution_config& c) const {
+    const auto t = time_basis::values(base_, s, c);
+    double out = 0;
+    for (std::size_t k = 0; k < time_term_count; ++k) out += time_weights_[k] * t[k];
+    return std::max(0.0, out);
+  }
+
+  [[nodiscard]] double base_host(const execution_config& c) const {
+    if constexpr (detail::has_time_terms<M> && requires(const M& m) { m.host_seconds(c); }) {
+      return static_cast<double>(base_.host_seconds(c));
+    } else {
+      return 0.0;
+    }
+  }
+  [[nodiscard]] double host_floor(const execution_config& c) const { return host_weight_ * base_host(c); }
+
+  /// Device weights from the micro-steps M's host time cannot explain (measured more than
+  /// 1/0.7 of it: a host-bound one tells nothing about the device terms); then the host's
+  /// weight from those the refitted device time cannot explain (its prediction under 0.7 of
+  /// the measurement): the median of measured / M's host time, 1 (M's) when there are none.
   void refit() {
     std::vector<std::array<double, time_term_count>> time_rows;
     std::vector<std::array<double, memory_term_count>> memory_rows;
     for (const auto& o : window_) {
-      if (o.report.seconds > 0) {
+      if (o.report.seconds > 0 && base_host(o.config) < 0.7 * o.report.seconds) {
         auto x = time_basis::values(base_, o.shape, o.config);
         for (auto& v : x) v /= o.report.seconds;
         time_rows.push_back(x);
@@ -517,6 +546,18 @@ private:
       }
     }
     time_weights_ = detail::fit_relative(time_rows, time_basis::priors, options_, true);
+    std::vector<double> host_ratios;
+    for (const auto& o : window_) {
+      const double host = base_host(o.config);
+      if (o.report.seconds > 0 && host > 0 && device_seconds(o.shape, o.config) < 0.7 * o.report.seconds)
+        host_ratios.push_back(o.report.seconds / host);
+    }
+    host_weight_ = 1.0;
+    if (!host_ratios.empty()) {
+      const auto middle = host_ratios.begin() + static_cast<std::ptrdiff_t>(host_ratios.size() / 2);
+      std::nth_element(host_ratios.begin(), middle, host_ratios.end());
+      host_weight_ = *middle;
+    }
     std::array<double, memory_term_count> memory_prior{};
     memory_prior.fill(1.0);
     memory_weights_ = detail::fit_relative(memory_rows, memory_prior, options_, false);
@@ -552,6 +593,7 @@ private:
   M base_;
   calibration_options options_;
   std::array<double, time_term_count> time_weights_{};
+  double host_weight_ = 1.0;  ///< M's host time is scaled by this (calibrated from host-bound steps)
   std::array<double, memory_term_count> memory_weights_{};
   double memory_safety_ = 1.0;
   bool memory_measured_ = false;

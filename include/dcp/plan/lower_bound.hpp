@@ -5,7 +5,10 @@
 // sample at its fastest config. m_i(d) is the cost model's marginal time of sample i (what it
 // adds to any micro-batch it joins, cost_model requirement 5), with the recomputation its memory
 // forces. ρ(d) is the fixed cost per token of a micro-step at degree d: every micro-step pays at
-// least T_∅(d), the time of an empty one, and holds at most C(d) tokens, the most one
+// least T_∅(d) beyond its samples' marginal times — the time of an empty one, or the cost
+// model's fixed_seconds(c) where it has one (optional member 9: a model whose time is the
+// longer of two parts, such as the truth model's host and device, declares the part that adds
+// to the marginals) — and holds at most C(d) tokens, the most one
 // micro-batch can hold within the budget with every layer recomputed, so each token carries at
 // least ρ(d) = T_∅(d) / C(d) of it. With bound_options::recompute_ladder, w_i is also bounded
 // over ranges of recomputed layers [lo, hi] — the marginal at lo, the capacity at hi — and the
@@ -47,6 +50,17 @@ template <class M>
     return static_cast<double>(cost.marginal_seconds(s, c));
   } else {
     return std::max(0.0, static_cast<double>(cost.seconds(s, c)) - static_cast<double>(cost.seconds({}, c)));
+  }
+}
+
+// What every micro-step with config c takes beyond its samples' marginal times: the cost
+// model's fixed_seconds (optional member 9) or the time of an empty micro-step.
+template <class M>
+[[nodiscard]] double fixed_at(const M& cost, const execution_config& c) {
+  if constexpr (requires { cost.fixed_seconds(c); }) {
+    return static_cast<double>(cost.fixed_seconds(c));
+  } else {
+    return static_cast<double>(cost.seconds(micro_batch_shape{}, c));
   }
 }
 
@@ -110,7 +124,7 @@ template <class Context>
       const auto capacity = std::max(token_capacity(cost, ctx.config(k, {r.hi, false}), ctx.budget()),
                                      token_capacity(cost, ctx.config(k, {r.hi, true}), ctx.budget()));
       if (capacity == 0) continue;
-      r.rho[k] = std::max(0.0, static_cast<double>(cost.seconds(micro_batch_shape{}, ctx.config(k)))) /
+      r.rho[k] = std::max(0.0, fixed_at(cost, ctx.config(k))) /
                  static_cast<double>(capacity);
       r.cheapest = std::min(r.cheapest, static_cast<double>(ctx.degree(k)) * r.rho[k]);
     }

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "dcp/cost/analytic.hpp"
 #include "dcp/cost/calibrated.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
@@ -74,6 +75,10 @@ struct scenario {
   std::int64_t tokens_per_step = 0;
   /// Lines the reports print with the scenario (how its batch size and user layouts were chosen).
   std::vector<std::string> notes{};
+  /// The simulated hardware's constants (the host's time per kernel among them) and the
+  /// planner's analytic constants, for every policy.
+  sim::truth_constants truth{};
+  analytic_constants planner{};
 };
 
 /// The static layouts users configure (baselines/user_static.hpp), by policy name: "your
@@ -339,7 +344,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   });
   std::vector<detail::admission_ledger> ledgers(policies.size());
   std::uint64_t id_base = 0;
-  const sim::truth_model truth(sc.model, sc.cluster, sc.training);
+  const sim::truth_model truth(sc.model, sc.cluster, sc.training, sc.truth);
   const auto total = sc.steps * static_cast<std::int64_t>(policies.size());
   std::int64_t done = 0;
   for (std::int64_t step = 0; step < sc.steps; ++step) {

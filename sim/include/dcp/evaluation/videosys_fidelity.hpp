@@ -96,12 +96,14 @@ struct videosys_fidelity {
 
 /// Runs the four variants on `gpus` GPUs of one node of H200 (8 in the benchmark).
 [[nodiscard]] inline videosys_fidelity run_videosys_fidelity(std::uint64_t seed = 1,
-                                                            double noise_sigma = sim::sim_options{}.noise_sigma) {
+                                                            double noise_sigma = sim::sim_options{}.noise_sigma,
+                                                            const sim::truth_constants& constants = {},
+                                                            const analytic_constants& planner = {}) {
   const auto model = models::stdit3_xl();
   const auto cluster = hgx_cluster(1, gpus::h200_sxm());
   const training_spec training{};  // ZeRO-1, Ulysses (DSP's all-to-all), bf16
-  const analytic_cost_model cost(model, cluster, training);
-  const sim::truth_model truth(model, cluster, training);
+  const analytic_cost_model cost(model, cluster, training, planner);
+  const sim::truth_model truth(model, cluster, training, constants);
   const auto batch = videosys_epoch(workload::opensora_video_mix::videosys_benchmark());
 
   videosys_fidelity out;

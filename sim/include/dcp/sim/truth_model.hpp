@@ -72,11 +72,27 @@ struct truth_constants {
   double kernel_launch_seconds = 5e-6;
   /// Kernels of one block's forward: 2 norms, QKV, RoPE, attention, O, 2 residual adds,
   /// gate/up, activation, down = 11 [D]; backward twice that; a recomputed block one more
-  /// forward; the loss 6 [D]; plus one kernel per collective.
+  /// forward; the loss 6 [D]; plus one kernel per Ulysses all-to-all.
   double forward_kernels_per_layer = 11;
   double loss_kernels = 6;
+  /// Ring attention (Transformer Engine's AttnFuncWithCPAndKVP2P, THD, causal) runs d steps
+  /// per layer and pass, each with its own kernels [D, read in TE's context_parallel.py, see
+  /// docs/simulator.md]: forward an isend and an irecv, 2 cu_seqlens divisions, about 1 half
+  /// read, the attention, the LSE merge and the output correction (8); backward the isend and
+  /// irecv, about 2 half reads, 3 FlashAttention backward kernels, the dq and the dk/dv
+  /// accumulations (10).
+  double ring_forward_kernels_per_step = 8;
+  double ring_backward_kernels_per_step = 10;
   /// Framework work per micro-step (data to device, hooks). [R] unmeasured: the planner's value.
   double framework_seconds = 2e-3;
+  /// Host (CPU) time to issue one counted kernel in an eager framework: Python module calls,
+  /// the dispatcher, allocations and the launch. A micro-step takes the longer of its device
+  /// time and its host time (kernels x this): launches are asynchronous, so the host hides
+  /// behind large kernels and decides small micro-steps. 0 = launches never limit. The value
+  /// is fitted to one public absolute measurement, the 4-GPU baseline iteration of Megatron's
+  /// dynamic-CP benchmark (195.269 ms; evaluation::fit_host_seconds_per_kernel reproduces it,
+  /// docs/fidelity.md "The host cost" has the fit and its held-out checks).
+  double host_seconds_per_kernel = 91.1e-6;
 
   // ---- memory ----------------------------------------------------------------------------
   /// Allocator fragmentation on the dynamic allocations (activations, transients, buffers):
@@ -165,6 +181,7 @@ struct micro_step_parts {
   double overlapped_seconds = 0;      ///< compute that hides transfers (ring attention), else 0
   double intra_node_bytes = 0;        ///< per GPU over NVLink
   double intra_node_seconds = 0;      ///< their transfer time
+  double host_seconds = 0;            ///< the host's time to issue the kernels
   double inter_node_bytes = 0;        ///< per GPU through its NIC
   double nic_bandwidth = 0;           ///< the uncontended per-GPU NIC rate
   std::int64_t collectives = 0;
@@ -178,10 +195,15 @@ struct micro_step_parts {
   [[nodiscard]] double compute_seconds() const noexcept {
     return gemm_seconds + attention_seconds + memory_bound_seconds;
   }
-  /// Duration when this GPU's share of its node's NICs is `nic_rate` bytes/s.
-  [[nodiscard]] double seconds_at(double nic_rate) const noexcept {
+  /// The device's time when this GPU's share of its node's NICs is `nic_rate` bytes/s.
+  [[nodiscard]] double device_seconds_at(double nic_rate) const noexcept {
     const double network = inter_node_bytes > 0 ? inter_node_bytes / nic_rate : 0.0;
     return serial_seconds() + std::max({overlapped_seconds, intra_node_seconds, network});
+  }
+  /// Duration when this GPU's share of its node's NICs is `nic_rate` bytes/s: the device's
+  /// time, or the host's where issuing the kernels takes longer.
+  [[nodiscard]] double seconds_at(double nic_rate) const noexcept {
+    return std::max(host_seconds, device_seconds_at(nic_rate));
   }
   /// Duration with the NIC to itself.
   [[nodiscard]] double seconds() const noexcept { return seconds_at(nic_bandwidth); }
@@ -304,11 +326,21 @@ public:
     const double serial = with.serial_seconds() - without.serial_seconds();
     const double network = with.inter_node_bytes > 0 ? with.inter_node_bytes / with.nic_bandwidth : 0;
     const double transfer = std::max(with.intra_node_seconds, network);
-    // Transfers have no fixed part (latency is serial), so they are linear in the shape. Ring:
+    // Transfers have no fixed part (latency is serial), so they are linear in the shape; the
+    // host's time does not depend on the shape, so a micro-step takes at least its device time,
+    // fixed_seconds + these marginals. Ring:
     // the micro-step takes max(attention, transfers) beyond its serial part, so each sample's
     // attention counts in full (compute is never hidden; the transfers may be).
     if (with.overlapped_seconds > 0) return serial + with.overlapped_seconds;
     return serial + transfer;
+  }
+
+  /// cost_model optional member 9: what every micro-step with config `c` takes beyond its
+  /// samples' marginal times — the device time of an empty micro-step (launch gaps, framework
+  /// work, latencies, the GEMMs' fixed part), without the host's issue time, which a large
+  /// micro-step hides. seconds(s, c) >= fixed_seconds(c) + sum of marginal_seconds.
+  [[nodiscard]] double fixed_seconds(const execution_config& c) const noexcept {
+    return micro_step_parts(micro_batch_shape{}, c).serial_seconds();
   }
 
   /// Gradient synchronisation at the end of the step over `gpus` ranks (§3.7): all-reduce for
@@ -420,6 +452,9 @@ private:
     dcp::detail::require_finite_non_negative(k.forward_kernels_per_layer, where, "forward_kernels_per_layer");
     dcp::detail::require_finite_non_negative(k.loss_kernels, where, "loss_kernels");
     dcp::detail::require_finite_non_negative(k.framework_seconds, where, "framework_seconds");
+    dcp::detail::require_finite_non_negative(k.ring_forward_kernels_per_step, where, "ring_forward_kernels_per_step");
+    dcp::detail::require_finite_non_negative(k.ring_backward_kernels_per_step, where, "ring_backward_kernels_per_step");
+    dcp::detail::require_finite_non_negative(k.host_seconds_per_kernel, where, "host_seconds_per_kernel");
     dcp::detail::require_finite_non_negative(k.fragmentation, where, "fragmentation");
     dcp::detail::require_finite_non_negative(k.cuda_context_bytes, where, "cuda_context_bytes");
     dcp::detail::require_finite_non_negative(k.nccl_buffer_bytes, where, "nccl_buffer_bytes");
@@ -542,9 +577,12 @@ private:
       out.collectives = static_cast<std::int64_t>(steps);
       out.latency_seconds = steps * collective_latency(layout.crosses_nodes() ? 0.0 : 1.0,
                                                        layout.crosses_nodes() ? 1.0 : 0.0);
-      kernels += steps;
+      // d attention steps per layer and pass, each with its own kernels (the P2P pair included).
+      kernels += d * (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
+                      constants_.ring_backward_kernels_per_step * layers);
     }
     out.overhead_seconds = kernels * constants_.kernel_launch_seconds + constants_.framework_seconds;
+    out.host_seconds = kernels * constants_.host_seconds_per_kernel;
     return out;
   }
 
