@@ -147,3 +147,32 @@ TEST_CASE("Placement.BlockLoads.matches_a_scan_of_rank_free_times") {
     }
   }
 }
+
+TEST_CASE("Placement.PackedEstimate.counts_a_sample_by_its_device_time_not_the_host_time") {
+  // The host's issue time decides a short sample alone, but a micro-batch filled to the budget
+  // hides it: the estimate that balances samples over groups is the device's increment plus a
+  // share of the device's fixed cost, so short samples weigh by their tokens, not all alike.
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  const std::vector<sample> batch = canonical_order(std::vector<sample>{
+      text_sample(0, 200), text_sample(1, 400), text_sample(2, 800), text_sample(3, 60000)});
+  const auto labels = varlen_buckets{}.assign(batch);
+  const pyramid_recompute recompute;
+  const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost, recompute};
+  const placement_context<analytic_cost_model, pyramid_recompute> ctx(problem);
+  const auto c = ctx.config(0);
+  double previous = 0;
+  for (std::size_t i = ctx.size(); i-- > 0;) {  // shortest first
+    const auto& alone = ctx.alone(i, 0);
+    REQUIRE(alone.feasible);
+    const double estimate = ctx.packed_estimate(i, 0, alone);
+    const double device = cost.device_seconds(ctx.shape(i), ctx.config(0, alone.recompute));
+    CAPTURE(ctx.shape(i).tokens);
+    CHECK(estimate > previous);  // grows with the tokens
+    CHECK(estimate <= device);
+    if (ctx.shape(i).tokens <= 400) {
+      CHECK(alone.seconds == doctest::Approx(cost.host_seconds(c)));  // host-bound alone
+      CHECK(estimate < 0.5 * alone.seconds);
+    }
+    previous = estimate;
+  }
+}

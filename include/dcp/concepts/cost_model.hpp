@@ -25,6 +25,7 @@ DCP_DETAIL_MEMBER_PROBE(marginal_time_terms);
 DCP_DETAIL_MEMBER_PROBE(memory_terms);
 DCP_DETAIL_MEMBER_PROBE(memory_by_tokens);
 DCP_DETAIL_MEMBER_PROBE(fixed_seconds);
+DCP_DETAIL_MEMBER_PROBE(device_seconds);
 
 /// Optional member 6: the time split into named terms (calibrated<M> refits their weights).
 template <class M>
@@ -55,6 +56,26 @@ concept has_well_formed_memory_by_tokens =
 template <class M>
 concept memory_by_tokens = has_well_formed_memory_by_tokens<M> && M::memory_by_tokens;
 
+/// fixed(c) of cost_model requirement 5: M's fixed_seconds, else an empty micro-step's time.
+template <class M>
+[[nodiscard]] double fixed_seconds_of(const M& m, const execution_config& c) {
+  if constexpr (requires { m.fixed_seconds(c); }) {
+    return static_cast<double>(m.fixed_seconds(c));
+  } else {
+    return static_cast<double>(m.seconds(micro_batch_shape{}, c));
+  }
+}
+
+/// M's device_seconds, else its seconds.
+template <class M>
+[[nodiscard]] double device_seconds_of(const M& m, const micro_batch_shape& s, const execution_config& c) {
+  if constexpr (requires { m.device_seconds(s, c); }) {
+    return static_cast<double>(m.device_seconds(s, c));
+  } else {
+    return static_cast<double>(m.seconds(s, c));
+  }
+}
+
 }  // namespace detail
 
 /// Whether every optional member M declares has the signature the library calls it with. A
@@ -78,6 +99,10 @@ concept optional_cost_members_are_well_formed =
     (!detail::declares_fixed_seconds<M> ||
      requires(const M& m, const execution_config& c) {
        { m.fixed_seconds(c) } -> std::convertible_to<double>;
+     }) &&
+    (!detail::declares_device_seconds<M> ||
+     requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
+       { m.device_seconds(s, c) } -> std::convertible_to<double>;
      });
 
 /// A cost model answers, for one micro-batch under one execution config, its time on the group
@@ -119,7 +144,9 @@ concept optional_cost_members_are_well_formed =
 ///  - `m.fixed_seconds(c)` -> double: the fixed(c) of requirement 5, least at c.recompute =
 ///    none under memory_by_tokens (default seconds({}, c)). A model whose time is the longer of
 ///    two parts — the truth model's host issue time and device time — declares the part the
-///    marginals add to, since an empty micro-step's time may be the other one.
+///    marginals add to, since an empty micro-step's time may be the other one; and
+///    `m.device_seconds(s, c)` -> double, that part for a micro-batch (default seconds(s, c)):
+///    the packer's estimates of what a sample adds use it, not a host time packing hides.
 /// Models: analytic_cost_model, calibrated<M>, sim::truth_model.
 template <class M>
 concept cost_model =

@@ -355,8 +355,15 @@ public:
     return std::max(host_floor(c), device_seconds(s, c));
   }
 
-  /// cost_model optional member 9: the refitted terms of an empty micro-step (with no host
-  /// time in M, the same as seconds of an empty micro-step).
+  /// cost_model optional member 9: the refitted terms (the device's time, where M has a host
+  /// time), and those of an empty micro-step (with no host time in M, seconds of it).
+  [[nodiscard]] double device_seconds(const micro_batch_shape& s, const execution_config& c) const {
+    const auto t = time_basis::values(base_, s, c);
+    double out = 0;
+    for (std::size_t k = 0; k < time_term_count; ++k) out += time_weights_[k] * t[k];
+    return std::max(0.0, out);
+  }
+  /// The refitted terms of an empty micro-step.
   [[nodiscard]] double fixed_seconds(const execution_config& c) const {
     return device_seconds(micro_batch_shape{}, c);
   }
@@ -508,13 +515,6 @@ private:
     };
     measured(o.report.seconds, "seconds");
     measured(o.report.peak_bytes, "peak_bytes");
-  }
-
-  [[nodiscard]] double device_seconds(const micro_batch_shape& s, const execution_config& c) const {
-    const auto t = time_basis::values(base_, s, c);
-    double out = 0;
-    for (std::size_t k = 0; k < time_term_count; ++k) out += time_weights_[k] * t[k];
-    return std::max(0.0, out);
   }
 
   [[nodiscard]] double base_host(const execution_config& c) const {

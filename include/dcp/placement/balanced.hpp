@@ -144,7 +144,7 @@ private:
     double total = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const auto& single = ctx_.alone(i, 0);
-      estimate_[i] = single.feasible ? ctx_.packed_estimate(0, single) : 0.0;
+      estimate_[i] = single.feasible ? ctx_.packed_estimate(i, 0, single) : 0.0;
       total += single.feasible ? estimate_[i] : 0.0;
     }
     const double threshold = options_.long_fraction * total / static_cast<double>(gpus_);
@@ -349,7 +349,7 @@ private:
     std::vector<std::size_t> order;
     for (std::size_t j = 0; j < longs_.size(); ++j) {
       if (ctx_.degree(choice[j]) > 1) order.push_back(j);
-      else a.singles.emplace_back(ctx_.packed_estimate(0, longs_[j].menu[0]),
+      else a.singles.emplace_back(ctx_.packed_estimate(longs_[j].sample, 0, longs_[j].menu[0]),
                                   longs_[j].sample);
     }
     std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {

@@ -71,6 +71,7 @@ public:
     for (auto d : degrees_) {
       const execution_config c{d, sp_, {}};
       empty_seconds_.push_back(problem.cost.seconds(micro_batch_shape{}, c));
+      fixed_seconds_.push_back(detail::fixed_seconds_of(problem.cost, c));
       empty_bytes_.push_back(problem.cost.peak_bytes(micro_batch_shape{}, c));
     }
     alone_.resize(degrees_.size());
@@ -172,14 +173,20 @@ public:
     return {true, *chosen, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c)};
   }
 
-  /// Time this sample adds to a micro-batch at degree index k, with its share of the fixed
-  /// per-micro-step cost in proportion to the activation memory it takes (the packer fills
-  /// micro-batches to the budget, so that share is how many micro-steps it costs).
-  [[nodiscard]] double packed_estimate(std::size_t k, const degree_option& alone) const {
-    const double fixed = empty_seconds_[k];
+  /// Time sample i adds to a micro-batch at degree index k, run as `alone`, with its share of
+  /// the fixed per-micro-step cost in proportion to the activation memory it takes (the packer
+  /// fills micro-batches to the budget, so that share is how many micro-steps it costs). Both
+  /// from the device's time (cost_model optional member 9): a micro-batch filled to the budget
+  /// hides the host's issue time that may decide the sample alone.
+  [[nodiscard]]
+  double packed_estimate(std::size_t i, std::size_t k, const degree_option& alone) const {
+    const double fixed = fixed_seconds_[k];
     const double room = std::max(budget_ - empty_bytes_[k], 1.0);
     const double share = std::clamp((alone.peak_bytes - empty_bytes_[k]) / room, 0.0, 1.0);
-    return std::max(alone.seconds - fixed, 0.0) + fixed * share;
+    double device = alone.seconds;
+    if constexpr (requires { problem_.cost.device_seconds(shapes_[i], config(k, alone.recompute)); })
+      device = problem_.cost.device_seconds(shapes_[i], config(k, alone.recompute));
+    return std::max(device - fixed, 0.0) + fixed * share;
   }
 
   /// Error for a sample that fits nowhere: names it, the bytes it needs at the largest degree
@@ -217,6 +224,7 @@ private:
   std::vector<std::int64_t> degrees_;
   std::vector<micro_batch_shape> shapes_;
   std::vector<double> empty_seconds_;
+  std::vector<double> fixed_seconds_;  ///< cost_model requirement 5's fixed part, per degree
   std::vector<double> empty_bytes_;
   // 1,024 options, each constructed when first computed (a block is not filled on allocation:
   // a 1,000-sample batch reads one block per degree, often only part of it).

@@ -30,7 +30,7 @@ template <class Context>
   for (std::size_t i = 0; i < ctx.size(); ++i) {
     const auto& alone = ctx.alone(i, k);
     if (!alone.feasible) return std::nullopt;
-    items.emplace_back(ctx.packed_estimate(k, alone), i);
+    items.emplace_back(ctx.packed_estimate(i, k, alone), i);
   }
   auto assigned = lpt_assign(std::move(items), std::vector<double>(groups, 0.0));
   placement out;

@@ -53,17 +53,6 @@ template <class M>
   }
 }
 
-// What every micro-step with config c takes beyond its samples' marginal times: the cost
-// model's fixed_seconds (optional member 9) or the time of an empty micro-step.
-template <class M>
-[[nodiscard]] double fixed_at(const M& cost, const execution_config& c) {
-  if constexpr (requires { cost.fixed_seconds(c); }) {
-    return static_cast<double>(cost.fixed_seconds(c));
-  } else {
-    return static_cast<double>(cost.seconds(micro_batch_shape{}, c));
-  }
-}
-
 // The most tokens one sample may have at config c within the budget (peak bytes never decrease
 // with tokens under memory_by_tokens); 0 when not even one token fits.
 template <class M>
@@ -124,7 +113,7 @@ template <class Context>
       const auto capacity = std::max(token_capacity(cost, ctx.config(k, {r.hi, false}), ctx.budget()),
                                      token_capacity(cost, ctx.config(k, {r.hi, true}), ctx.budget()));
       if (capacity == 0) continue;
-      r.rho[k] = std::max(0.0, fixed_at(cost, ctx.config(k))) /
+      r.rho[k] = std::max(0.0, dcp::detail::fixed_seconds_of(cost, ctx.config(k))) /
                  static_cast<double>(capacity);
       r.cheapest = std::min(r.cheapest, static_cast<double>(ctx.degree(k)) * r.rho[k]);
     }

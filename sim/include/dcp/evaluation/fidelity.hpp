@@ -208,29 +208,30 @@ inline constexpr megatron_dcp_published megatron_dcp_results[] = {
            "CP by ring attention (Megatron's default --cp-comm-type p2p), gradients all-reduced (no distributed "
            "optimizer), no recomputation in the baseline; dynamic CP and dcp use pyramid_recompute (none fits here)",
            "global batch: DP x 8 sequences (MICRO_BATCH_SIZE 1, NUM_MICROBATCHES 8, DP = GPUs / 4) from the lognormal "
-           "mock (mean 1024, sigma 1.5, clipped to 128..8192)"}};
+           "mock (mean 1024, sigma 1.5, clipped to 128..8192)",
+           "the truth model's host time per kernel is fitted to this benchmark's 4-GPU baseline iteration (195.269 ms): "
+           "that step time is the fit, not a prediction; the other nine published times are held out "
+           "(docs/fidelity.md, \"The host cost\")"}};
 }
 
 namespace detail {
 
-/// Why a Megatron row misses, in its own numbers: the published iterations are several times
-/// the simulated ones and the published baseline-to-dynamic gap is larger than a whole
-/// simulated micro-step, so the gap lies in costs the truth model does not have.
+/// Why a Megatron row misses, in its own numbers: how far the simulated iterations are from the
+/// published ones, and which costs the truth model still lacks.
 [[nodiscard]] inline std::string megatron_dcp_mechanism(const fidelity_row& row) {
-  const double published_gap = *row.published_baseline_seconds - *row.published_system_seconds;
-  const double simulated_gap = row.simulated_baseline_seconds - row.simulated_system_seconds;
+  const auto off = [](double simulated, double published) {
+    return fixed(100.0 * (simulated / published - 1.0), 1) + " %";
+  };
+  const std::string times = "simulated iterations are " +
+                            off(row.simulated_baseline_seconds, *row.published_baseline_seconds) +
+                            " (baseline) and " + off(row.simulated_system_seconds, *row.published_system_seconds) +
+                            " (dynamic CP) from the published ones";
   if (row.simulated_ratio >= row.published_ratio)
-    return "the simulated ratio is above the published one, which no mechanism we know of explains";
-  const std::string times = simulated_gap > 0 ? fixed(published_gap / simulated_gap, 1) + "x " : "above ";
-  return "published iterations are " + fixed(*row.published_baseline_seconds / row.simulated_baseline_seconds, 1) +
-         "x (baseline) and " + fixed(*row.published_system_seconds / row.simulated_system_seconds, 1) +
-         "x (dynamic CP) the simulated ones, and the published gap (" + fixed(published_gap * 1e3, 1) + " ms) is " +
-         times + "the simulated one (" + fixed(simulated_gap * 1e3, 1) +
-         " ms): the truth model lacks host-side costs that dominate iterations of <= 2,048 tokens per GPU; those "
-         "both runs pay (optimizer step, Python scheduling, rerouting samples to ranks) would lower the simulated "
-         "ratio further, so the miss needs costs fixed CP 4 pays more of: Transformer Engine's THD ring attention "
-         "runs several kernels per CP step, forward and backward, and pads every document to a multiple of 2 x CP, "
-         "where the truth model charges a micro-step 2 ms plus 5 us per kernel and one launch per ring collective";
+    return times + "; the dynamic run is the faster one here: the host time per kernel fitted on the 4-GPU "
+                   "baseline is an average over Megatron's and Transformer Engine's calls, and dynamic CP's own "
+                   "work (its packing scheduler, the all-to-all rerouting samples, CP-group set-up) is not charged";
+  return times + "; the truth model still lacks per-iteration host work both runs pay (the optimizer step, "
+                 "Python scheduling), FP32 gradient all-reduce (it moves BF16) and THD padding to 2 x CP";
 }
 
 }  // namespace detail

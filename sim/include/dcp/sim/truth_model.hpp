@@ -335,6 +335,14 @@ public:
     return serial + transfer;
   }
 
+  /// cost_model optional member 9: the device's time of the micro-step (aligned group, the NICs
+  /// to itself), without the host's issue time.
+  [[nodiscard]]
+  double device_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const auto p = micro_step_parts(s, c);
+    return p.device_seconds_at(p.nic_bandwidth);
+  }
+
   /// cost_model optional member 9: what every micro-step with config `c` takes beyond its
   /// samples' marginal times — the device time of an empty micro-step (launch gaps, framework
   /// work, latencies, the GEMMs' fixed part), without the host's issue time, which a large
