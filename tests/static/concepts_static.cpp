@@ -116,6 +116,12 @@ struct cost_with_fixed_seconds : minimal_cost {
 struct cost_with_fixed_seconds_of_a_shape : minimal_cost {  // takes the config, not a shape
   double fixed_seconds(const micro_batch_shape&) const { return 0.1; }
 };
+struct cost_with_device_seconds : minimal_cost {
+  double device_seconds(const micro_batch_shape&, const execution_config&) const { return 0.1; }
+};
+struct cost_with_device_seconds_of_a_config : minimal_cost {  // takes a shape and a config
+  double device_seconds(const execution_config&) const { return 0.1; }
+};
 struct final_cost_with_mutable_gradient_sync final : minimal_cost {
   double gradient_sync_seconds() { return 0.5; }
 };
@@ -132,6 +138,8 @@ static_assert(!dcp::cost_model<cost_with_memory_terms_of_wrong_size>);
 static_assert(!dcp::cost_model<final_cost_with_mutable_gradient_sync>);
 static_assert(dcp::cost_model<cost_with_fixed_seconds>);
 static_assert(!dcp::cost_model<cost_with_fixed_seconds_of_a_shape>);
+static_assert(dcp::cost_model<cost_with_device_seconds>);
+static_assert(!dcp::cost_model<cost_with_device_seconds_of_a_config>);
 static_assert(dcp::cost_model<cost_by_tokens> && dcp::detail::memory_by_tokens<cost_by_tokens>);
 static_assert(!dcp::detail::memory_by_tokens<minimal_cost>);
 static_assert(!dcp::cost_model<cost_with_runtime_memory_by_tokens>);
