@@ -80,6 +80,10 @@ void bind_analytic(py::module_& m) {
              "framework work per micro-step, seconds")
       .field("logits_bytes_per_entry", &analytic_constants::logits_bytes_per_entry, "bytes per logit entry")
       .field("loss_chunk_tokens", &analytic_constants::loss_chunk_tokens, "tokens per chunk with chunked cross-entropy")
+      .field("ring_kernels_per_step", &analytic_constants::ring_kernels_per_step,
+             "ring attention kernels per layer and attention step (forward + backward)")
+      .field("host_seconds_per_kernel", &analytic_constants::host_seconds_per_kernel,
+             "host time to issue one kernel, seconds (0: launches never limit)")
       .finish()
       .def("validate", &analytic_constants::validate, "Raise InvalidSpec naming a bad constant.");
 
@@ -94,6 +98,12 @@ void bind_analytic(py::module_& m) {
   bind_cost_model_members(cls);
   cls.def("constants", &model::constants, py::return_value_policy::copy, "AnalyticConstants (a copy)")
       .def("overhead_seconds", &model::overhead_seconds, py::arg("config"), "fixed cost of a micro-step, seconds")
+      .def("device_seconds", &model::device_seconds, py::arg("shape"), py::arg("config"),
+           "the device's time of a micro-step, seconds (seconds is the longer of it and host_seconds)")
+      .def("host_seconds", &model::host_seconds, py::arg("config"), "the host's time to issue a micro-step's kernels")
+      .def("fixed_seconds", &model::fixed_seconds, py::arg("config"), "the device time of an empty micro-step")
+      .def("gemm_half_tokens", &model::gemm_half_tokens,
+           "tokens per GPU at which the GEMMs reach half their efficiency (0: SM count unknown)")
       .def("compute_seconds", &model::compute_seconds, py::arg("shape"), py::arg("config"),
            "dense, attention and recompute FLOPs over peak x efficiency, split over the group")
       .def("communication_seconds", &model::communication_seconds, py::arg("shape"), py::arg("config"),

@@ -124,6 +124,18 @@ class PlanTest(unittest.TestCase):
         self.assertEqual((plan.gpus, plan.gpus_per_node), (4, 4))
         self.assertTrue(all(0 <= s.first_rank and s.last_rank < 4 for s in plan.micro_steps))
 
+    def test_host_time_decides_small_micro_steps(self) -> None:
+        cost = dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200())
+        config = dcp.ExecutionConfig(degree=1)
+        small = dcp.MicroBatchShape(samples=1, tokens=200, longest=200, attention_pairs=20000.0)
+        self.assertGreater(cost.host_seconds(config), cost.device_seconds(small, config))
+        self.assertEqual(cost.seconds(small, config), cost.host_seconds(config))
+        self.assertLess(cost.fixed_seconds(config), cost.seconds(dcp.MicroBatchShape(), config))
+        self.assertGreater(cost.gemm_half_tokens(), 0)
+        graphs = dcp.AnalyticConstants(host_seconds_per_kernel=0.0)
+        graphed = dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200(), constants=graphs)
+        self.assertEqual(graphed.seconds(small, config), cost.device_seconds(small, config))
+
     def test_static_scheduler(self) -> None:
         cost = dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200())
         batch = [4096, 1024, 30000, 700, 2048, 9000]

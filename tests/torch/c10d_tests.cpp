@@ -143,7 +143,7 @@ void check_group_cache_and_run_step(c10d_communicator& world, failures& f) {
   cluster.gpus_per_node = 4;
   cluster.gpu = dcp::gpus::h200_sxm();
   const dcp::DataCentricScheduler<> scheduler(dcp::analytic_cost_model(dcp::models::llama3_8b(), cluster));
-  const auto plan = scheduler.plan(dcp::test::heavy_tailed_batch(7, 64, 65536));
+  const auto plan = scheduler.plan(dcp::test::heavy_tailed_batch(7, 96, 65536));
   recording_executor executor{rank, 0, {}};
   const auto reports = dcp::run_step(world, cache, plan, executor);
   f.expect(reports.size() == plan.steps_of(rank).size() &&

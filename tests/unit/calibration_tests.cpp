@@ -558,3 +558,27 @@ TEST_CASE("Calibration.a_step_larger_than_the_window_is_sampled_evenly") {
   CHECK(model.observations().front().report.seconds == 11.0);
   CHECK(model.observations().back().report.seconds == 100.0);
 }
+
+TEST_CASE("Calibration.host_weight_is_fitted_on_the_micro_steps_the_host_decides") {
+  // A truth whose host issues kernels 3.3 x slower than the analytic model assumes: the
+  // micro-steps that are host-bound there fit the host's weight, the others the device terms.
+  sim::truth_constants k;
+  k.host_seconds_per_kernel = 300e-6;
+  const sim::truth_model truth(models::llama3_8b(), one_node(), {}, k);
+  const analytic_cost_model base(models::llama3_8b(), one_node());
+  calibrated<analytic_cost_model> model(base);
+  CHECK(model.host_weight() == 1.0);
+  const auto runs = draw_micro_batches(truth, 21, 200);
+  model.observe(measure(truth, runs, 0));
+  // The truth's host time over the model's, for a micro-step at degree 1 without recomputation.
+  const execution_config c{1, sequence_parallel::ulysses, recompute_setting::none()};
+  const double expected = truth.micro_step_parts(micro_batch_shape{}, c).host_seconds / base.host_seconds(c);
+  MESSAGE("host weight ", model.host_weight(), ", truth / model host time ", expected);
+  CHECK(model.host_weight() == doctest::Approx(expected).epsilon(0.15));
+  // Host-bound micro-steps are now predicted near the truth.
+  for (const auto& [s, cfg] : runs) {
+    const auto p = truth.micro_step_parts(s, cfg);
+    if (p.host_seconds > 1.5 * p.device_seconds_at(p.nic_bandwidth) && cfg.degree == 1 && cfg.recompute.is_none())
+      CHECK(model.seconds(s, cfg) == doctest::Approx(truth.seconds(s, cfg)).epsilon(0.15));
+  }
+}
