@@ -80,8 +80,10 @@ void bind_analytic(py::module_& m) {
              "framework work per micro-step, seconds")
       .field("logits_bytes_per_entry", &analytic_constants::logits_bytes_per_entry, "bytes per logit entry")
       .field("loss_chunk_tokens", &analytic_constants::loss_chunk_tokens, "tokens per chunk with chunked cross-entropy")
-      .field("ring_kernels_per_step", &analytic_constants::ring_kernels_per_step,
-             "ring attention kernels per layer and attention step (forward + backward)")
+      .field("ring_forward_kernels_per_step", &analytic_constants::ring_forward_kernels_per_step,
+             "ring attention kernels per layer and forward attention step")
+      .field("ring_backward_kernels_per_step", &analytic_constants::ring_backward_kernels_per_step,
+             "ring attention kernels per layer and backward attention step")
       .field("host_seconds_per_kernel", &analytic_constants::host_seconds_per_kernel,
              "host time to issue one kernel, seconds (0: launches never limit)")
       .finish()

@@ -66,16 +66,6 @@ template <class M>
   }
 }
 
-/// M's device_seconds, else its seconds.
-template <class M>
-[[nodiscard]] double device_seconds_of(const M& m, const micro_batch_shape& s, const execution_config& c) {
-  if constexpr (requires { m.device_seconds(s, c); }) {
-    return static_cast<double>(m.device_seconds(s, c));
-  } else {
-    return static_cast<double>(m.seconds(s, c));
-  }
-}
-
 }  // namespace detail
 
 /// Whether every optional member M declares has the signature the library calls it with. A

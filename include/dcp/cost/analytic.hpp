@@ -32,9 +32,9 @@ struct analytic_constants {
   double kernel_launch_seconds = 5e-6;          ///< per kernel without CUDA graphs (§1.3)
   double kernels_per_layer = 30;                ///< forward + backward kernels of one block; a
                                                 ///< recomputed block launches a third again
-  double ring_kernels_per_step = 18;            ///< ring attention, per layer and attention step,
-                                                ///< forward 8 + backward 10 (Transformer Engine's
-                                                ///< P2P context parallelism, docs/simulator.md)
+  double ring_forward_kernels_per_step = 8;     ///< ring attention, per layer and attention step
+  double ring_backward_kernels_per_step = 10;   ///< (Transformer Engine's P2P context
+                                                ///< parallelism, docs/simulator.md)
   double step_overhead_seconds = 2e-3;          ///< framework work per micro-step (data, hooks)
   /// Host (CPU) time to issue one kernel in an eager framework; a micro-step takes the longer of
   /// its device time and kernels x this. The simulator's truth model fits it to Megatron's
@@ -57,7 +57,8 @@ struct analytic_constants {
     detail::require_fraction(hbm_efficiency, where, "hbm_efficiency");
     detail::require_finite_non_negative(kernel_launch_seconds, where, "kernel_launch_seconds");
     detail::require_finite_non_negative(kernels_per_layer, where, "kernels_per_layer");
-    detail::require_finite_non_negative(ring_kernels_per_step, where, "ring_kernels_per_step");
+    detail::require_finite_non_negative(ring_forward_kernels_per_step, where, "ring_forward_kernels_per_step");
+    detail::require_finite_non_negative(ring_backward_kernels_per_step, where, "ring_backward_kernels_per_step");
     detail::require_finite_non_negative(step_overhead_seconds, where, "step_overhead_seconds");
     detail::require_finite_non_negative(host_seconds_per_kernel, where, "host_seconds_per_kernel");
     detail::require_finite_non_negative(logits_bytes_per_entry, where, "logits_bytes_per_entry");
@@ -260,9 +261,9 @@ private:
     if (c.sp == sequence_parallel::ulysses) return collectives(c);
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
-    // Forward 8 and backward 10 of the 18 per step; a recomputed forward adds its 8.
-    return static_cast<double>(c.degree) * constants_.ring_kernels_per_step *
-           (layers + recomputed * 8.0 / 18.0);
+    // d steps per layer and pass; a recomputed forward runs its steps again.
+    return static_cast<double>(c.degree) * (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
+                                            constants_.ring_backward_kernels_per_step * layers);
   }
 
   /// Collectives of one micro-step: Ulysses 4 all-to-alls per pass, ring (d-1) steps per layer

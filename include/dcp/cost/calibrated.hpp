@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -429,7 +430,7 @@ public:
   /// The measured micro-batches the fit uses (the window), oldest first.
   [[nodiscard]] const std::vector<observation>& observations() const noexcept { return window_; }
 
-  /// The weight of M's host time (1 until host-bound micro-steps were observed).
+  /// The weight of M's host time: 1 before any observation, then the least-error fit of refit().
   [[nodiscard]] double host_weight() const noexcept { return host_weight_; }
 
   /// The current weight of each time term (M's terms, in M::time_term_names order).
@@ -546,7 +547,7 @@ private:
     };
     double best = error(1.0);
     double best_distance = 0;
-    for (int k = -130; k <= 170; ++k) {  // w = 10^(k/100): 0.05 .. 50
+    for (int k = -400; k <= 170; ++k) {  // w = 10^(k/100): 1e-4 .. 50
       const double w = std::pow(10.0, k / 100.0);
       const double e = error(w);
       const double distance = std::abs(static_cast<double>(k));
@@ -561,8 +562,11 @@ private:
   /// The device terms from the micro-steps the host time (M's, times the host weight) cannot
   /// explain — measured more than 1/0.7 of it: a host-bound one tells nothing about them — and
   /// the host weight that best explains every measurement with the longer of the two (least
-  /// mean absolute relative error over a log grid of 0.05..50; among equally good weights the
-  /// one closest to 1, M's own), twice, starting from M's host time.
+  /// mean absolute relative error over a log grid of 1e-4..50; among equally good weights the
+  /// one closest to 1, M's own), twice, starting from M's host time. When M's host time leaves
+  /// fewer than half the measurements to the device terms, M's host time is off by more than
+  /// the measurements allow (a slower or faster machine than M describes), and the first round
+  /// fits the device terms on all of them.
   void refit() {
     std::vector<std::array<double, memory_term_count>> memory_rows;
     for (const auto& o : window_) {
@@ -575,13 +579,21 @@ private:
     host_weight_ = 1.0;
     for (int round = 0; round < 2; ++round) {
       std::vector<std::array<double, time_term_count>> time_rows;
-      for (const auto& o : window_) {
-        if (o.report.seconds > 0 && host_floor(o.config) < 0.7 * o.report.seconds) {
+      std::size_t measured = 0;
+      const auto rows_where = [&](bool all) {
+        time_rows.clear();
+        measured = 0;
+        for (const auto& o : window_) {
+          if (!(o.report.seconds > 0)) continue;
+          ++measured;
+          if (!all && !(host_floor(o.config) < 0.7 * o.report.seconds)) continue;
           auto x = time_basis::values(base_, o.shape, o.config);
           for (auto& v : x) v /= o.report.seconds;
           time_rows.push_back(x);
         }
-      }
+      };
+      rows_where(false);
+      if (round == 0 && 2 * time_rows.size() < measured) rows_where(true);
       time_weights_ = detail::fit_relative(time_rows, time_basis::priors, options_, true);
       fit_host_weight();
     }
@@ -620,7 +632,7 @@ private:
   M base_;
   calibration_options options_;
   std::array<double, time_term_count> time_weights_{};
-  double host_weight_ = 1.0;  ///< M's host time is scaled by this (calibrated from host-bound steps)
+  double host_weight_ = 1.0;  ///< M's host time is scaled by this (refit's least-error search)
   std::array<double, memory_term_count> memory_weights_{};
   double memory_safety_ = 1.0;
   bool memory_measured_ = false;

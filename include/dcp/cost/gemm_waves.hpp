@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "dcp/spec/model.hpp"
 
@@ -56,8 +57,7 @@ struct gemm_shape {
   for (const auto& g : token_gemms(m)) {
     if (g.count <= 0 || g.width <= 0) continue;
     // Forward: output width N = width; data gradient: output width = inner. Same FLOPs.
-    for (const double out : {g.width, g.inner}) {
-      const double in = out == g.width ? g.inner : g.width;
+    for (const auto& [out, in] : {std::pair{g.width, g.inner}, std::pair{g.inner, g.width}}) {
       const double tiles = std::ceil(rows / tile_rows) * std::ceil(out / tile_cols);
       const double waves = std::ceil(tiles / machine);
       useful += g.count * in * rows * out;

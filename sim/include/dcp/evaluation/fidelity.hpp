@@ -236,30 +236,41 @@ namespace detail {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The simulated iterations of `placement` on the benchmark at `gpus` GPUs (policy index `k`
+/// seeds the noise as evaluation::run does), planned and judged with `options`' constants.
+template <class Placement>
+[[nodiscard]] std::vector<double> megatron_dcp_steps(std::int64_t gpus, const fidelity_options& options,
+                                                     Placement placement, std::size_t k, std::int64_t& oom) {
+  const auto model = models::megatron_dcp_benchmark_gpt();
+  const auto cluster = megatron_dcp_cluster(gpus);
+  const auto training = megatron_dcp_training();
+  const analytic_cost_model cost(model, cluster, training, options.planner);
+  const sim::truth_model truth(model, cluster, training, options.truth);
+  const auto draw = [gpus](std::uint64_t seed) { return megatron_dcp_batch(gpus, seed); };
+  return simulated_steps(truth, draw, planner_with(cost, std::move(placement)), step_counts(options, 30, 10).first,
+                         options.seed, k, oom);
+}
+
+}  // namespace detail
+
 /// Re-enacts the benchmark at every published GPU count: megatron-dp-balanced (CP 4, 2048
 /// tokens per rank) against megatron_dynamic_cp{} (packing-aware, 2048), and dcp, over 30
 /// iterations of which the first 10 are dropped.
 [[nodiscard]] inline std::vector<fidelity_row> run_megatron_dcp(const fidelity_options& options) {
-  const auto model = models::megatron_dcp_benchmark_gpt();
-  const auto training = megatron_dcp_training();
   const auto [steps, warmup] = detail::step_counts(options, 30, 10);
   std::vector<fidelity_row> rows;
   for (const auto& published : megatron_dcp_results) {
-    const auto cluster = megatron_dcp_cluster(published.gpus);
-    const analytic_cost_model cost(model, cluster, training, options.planner);
-    const sim::truth_model truth(model, cluster, training, options.truth);
     const auto gpus = published.gpus;
-    const auto draw = [gpus](std::uint64_t seed) { return megatron_dcp_batch(gpus, seed); };
     std::int64_t oom = 0, ours_oom = 0;
-    const auto baseline = detail::simulated_steps(truth, draw, detail::planner_with(cost, baselines::megatron_dp_balanced{}),
-                                                  steps, options.seed, 0, oom);
-    const auto dynamic = detail::simulated_steps(truth, draw, detail::planner_with(cost, baselines::megatron_dynamic_cp{}),
-                                                 steps, options.seed, 1, oom);
-    const auto ours = detail::simulated_steps(truth, draw, detail::planner_with(cost, balanced_placement{}), steps,
-                                              options.seed, 2, ours_oom);
+    const auto baseline = detail::megatron_dcp_steps(gpus, options, baselines::megatron_dp_balanced{}, 0, oom);
+    const auto dynamic = detail::megatron_dcp_steps(gpus, options, baselines::megatron_dynamic_cp{}, 1, oom);
+    const auto ours = detail::megatron_dcp_steps(gpus, options, balanced_placement{}, 2, ours_oom);
     fidelity_row row;
     row.scenario = "megatron-dynamic-cp";
-    row.setting = std::to_string(gpus) + " GPUs (" + std::to_string(gpus / 4) + " x 4 " + cluster.gpu.name + ")";
+    row.setting = std::to_string(gpus) + " GPUs (" + std::to_string(gpus / 4) + " x 4 " +
+                  megatron_dcp_cluster(gpus).gpu.name + ")";
     row.system = "megatron-dcp";
     row.baseline = "megatron-dp-balanced";
     row.published_ratio = published.speedup;
@@ -280,17 +291,9 @@ namespace detail {
 /// under `constants`: the protocol's statistic (10%-trimmed mean of iterations 11-30, or of
 /// options.steps with the warm-up scaled).
 [[nodiscard]] inline double megatron_dp_balanced_seconds(std::int64_t gpus, const fidelity_options& options) {
-  const auto model = models::megatron_dcp_benchmark_gpt();
-  const auto cluster = megatron_dcp_cluster(gpus);
-  const auto training = megatron_dcp_training();
-  const analytic_cost_model cost(model, cluster, training, options.planner);
-  const sim::truth_model truth(model, cluster, training, options.truth);
-  const auto [steps, warmup] = detail::step_counts(options, 30, 10);
-  const auto draw = [gpus](std::uint64_t seed) { return megatron_dcp_batch(gpus, seed); };
   std::int64_t oom = 0;
-  const auto baseline = detail::simulated_steps(
-      truth, draw, detail::planner_with(cost, baselines::megatron_dp_balanced{}), steps, options.seed, 0, oom);
-  return trimmed_mean(baseline, warmup);
+  const auto baseline = detail::megatron_dcp_steps(gpus, options, baselines::megatron_dp_balanced{}, 0, oom);
+  return trimmed_mean(baseline, detail::step_counts(options, 30, 10).second);
 }
 
 /// Fits sim::truth_constants::host_seconds_per_kernel to one fully public absolute measurement:
