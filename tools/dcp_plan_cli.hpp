@@ -95,7 +95,7 @@ Options (defaults in brackets):
   --gpus N               total GPUs, instead of --nodes (one node of N if N < G)
   --zero S               ZeRO stage 0..3  [1]
   --headroom-gib X       memory kept free per GPU, GiB  [10 % of the GPU]
-  --sp STYLE             ulysses | ring  [ulysses]
+  --sp STYLE             ulysses | ring | hybrid | auto  [ulysses]
   --recompute R          none | full | selective | pyramid  [pyramid]
   --bucketing B          varlen | log2 | padding-optimal:K (K in 1..4096)  [varlen]
   --placement P          balanced | best-static | static:D  [balanced]
@@ -181,12 +181,10 @@ inline plan_options parse_arguments(std::span<const std::string_view> args) {
     } else if (flag == "--headroom-gib") {
       o.headroom_gib = detail::parse_non_negative(flag, value);
     } else if (flag == "--sp") {
-      if (value == "ulysses")
-        o.sp = sequence_parallel::ulysses;
-      else if (value == "ring")
-        o.sp = sequence_parallel::ring;
+      if (const auto style = parse_sequence_parallel(value))
+        o.sp = *style;
       else
-        detail::bad_choice(flag, value, "ulysses or ring");
+        detail::bad_choice(flag, value, "ulysses, ring, hybrid or auto");
     } else if (flag == "--recompute") {
       if (value == "none")
         o.recompute = recompute_choice::none;

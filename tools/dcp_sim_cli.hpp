@@ -64,7 +64,7 @@ Options (defaults in brackets):
   --nodes N           nodes of --gpus-per-node GPUs  [4]
   --gpus-per-node G   [8]
   --zero S            ZeRO stage 0..3  [1]
-  --sp STYLE          ulysses | ring  [ulysses]
+  --sp STYLE          ulysses | ring | hybrid | auto  [ulysses]
   --workload W        wikipedia | megatron | long-sft | long-context | opensora
   --file PATH         sample lengths, one per line (the same batch every step)
   --video-csv         with --file: lines are frames,height,width in latent patches
@@ -143,9 +143,8 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
       o.zero_given = true;
     } else if (flag == "--sp") {
       const auto v = next();
-      if (v == "ulysses") o.sp = sequence_parallel::ulysses;
-      else if (v == "ring") o.sp = sequence_parallel::ring;
-      else detail::bad_choice(flag, v, "ulysses or ring");
+      if (const auto style = parse_sequence_parallel(v)) o.sp = *style;
+      else detail::bad_choice(flag, v, "ulysses, ring, hybrid or auto");
       o.sp_given = true;
     } else if (flag == "--workload") {
       const auto v = next();

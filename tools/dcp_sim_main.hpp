@@ -174,6 +174,22 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
   return chosen;
 }
 
+/// Runs the policies `wanted` (every one when empty) on a scenario: evaluation::run, or with an
+/// automatic style evaluation::run_choosing_styles (ours choose per micro-batch, every other
+/// policy runs at its best fixed style).
+inline evaluation::scenario_result run_policies(const evaluation::scenario& sc, const std::vector<std::string>& wanted,
+                                                const std::function<void(std::int64_t, std::int64_t)>& progress = {},
+                                                std::vector<std::string>* skipped = nullptr,
+                                                const std::vector<std::pair<sequence_parallel, const evaluation::scenario_result*>>& known = {}) {
+  if (sc.training.sp != sequence_parallel::automatic)
+    return evaluation::run(sc, make_policies(sc, wanted, skipped), progress);
+  std::vector<std::string> unused;
+  return evaluation::run_choosing_styles(
+      sc,
+      [&](const evaluation::scenario& s) { return make_policies(s, wanted, &unused); },
+      progress, skipped, known);
+}
+
 /// Draws each step's batch for a workload name (or from a file, the same every step).
 inline std::function<std::vector<sample>(std::uint64_t)> make_draw(const sim_options_cli& o,
                                                             const std::string& workload) {
@@ -502,9 +518,9 @@ inline int sim_main(std::span<const std::string_view> args, std::ostream& out, s
       progress_bar bar("matrix");
       const auto rows = run_matrix(
           o,
-          [](const sim_options_cli& cell, std::vector<std::string>& skipped) {
+          [](const sim_options_cli& cell, std::vector<std::string>& skipped, const auto& known) {
             const auto scenarios = make_scenarios(cell);
-            return evaluation::run(scenarios.front(), make_policies(scenarios.front(), cell.policies, &skipped));
+            return run_policies(scenarios.front(), cell.policies, {}, &skipped, known);
           },
           [&](std::int64_t d, std::int64_t t) { bar(d, t); });
       const auto steps = o.steps_given ? o.steps : 3;
@@ -516,9 +532,8 @@ inline int sim_main(std::span<const std::string_view> args, std::ostream& out, s
     const auto scenarios = make_scenarios(o);
     std::vector<evaluation::scenario_result> results;
     for (const auto& sc : scenarios) {
-      const auto policies = make_policies(sc, o.policies);
       progress_bar bar(sc.name);
-      results.push_back(evaluation::run(sc, policies, [&](std::int64_t d, std::int64_t t) { bar(d, t); }));
+      results.push_back(run_policies(sc, o.policies, [&](std::int64_t d, std::int64_t t) { bar(d, t); }));
       if (!o.json) print_table(out, sc, results.back());
       if (o.out) write_figures(*o.out, results.back());
     }

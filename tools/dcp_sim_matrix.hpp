@@ -50,7 +50,7 @@ struct matrix_cell {
     s << "dcp-sim --model " << model << " --workload " << workload;
     if (workload != "opensora") s << " --context " << context;
     s << " --gpu " << gpu << " --nodes " << gpus / gpus_per_node << " --gpus-per-node " << gpus_per_node
-      << " --sp " << (sp == sequence_parallel::ring ? "ring" : "ulysses") << " --zero " << zero_stage
+      << " --sp " << to_string(sp) << " --zero " << zero_stage
       << " --tokens " << tokens << " --steps " << steps;
     return s.str();
   }
@@ -58,7 +58,9 @@ struct matrix_cell {
 
 /// The matrix of issue 10: Llama-3-8B and 70B and Qwen2.5-72B on Wikipedia (64K), long SFT
 /// (128K) and the long-context corpus at 128K, 512K and 2M; STDiT3-XL and Wan2.1-14B on the
-/// OpenSora mix; 32, 256 and 1,024 GPUs; H100 and H200; Ulysses and ring. ZeRO-1 below 10B
+/// OpenSora mix; 32, 256 and 1,024 GPUs; H100 and H200; Ulysses, ring and the per-micro-batch
+/// choice (auto: ours choose per micro-batch among Ulysses, ring and hybrid; every other policy at
+/// its best fixed style, the Ulysses and ring cells' runs reused). ZeRO-1 below 10B
 /// parameters, ZeRO-3 from there (where ZeRO-1's replicated weights and gradients would not
 /// leave room on an 80 GB GPU). Tokens per step scale with the cluster: 31,250 per GPU for text
 /// (1M at 32 GPUs, 8M at 256), 125,000 for video (4M at 32). Each axis the options fix (--model,
@@ -77,7 +79,8 @@ inline std::vector<matrix_cell> matrix_cells(const sim_options_cli& o) {
   if (o.nodes_given) sizes = {o.nodes * o.gpus_per_node};
   std::vector<std::string> gpus{"h100", "h200"};
   if (o.gpu_given) gpus = {o.gpu};
-  std::vector<sequence_parallel> styles{sequence_parallel::ulysses, sequence_parallel::ring};
+  std::vector<sequence_parallel> styles{sequence_parallel::ulysses, sequence_parallel::ring,
+                                        sequence_parallel::automatic};
   if (o.sp_given) styles = {o.sp};
   std::vector<matrix_cell> cells;
   const auto add = [&](const std::string& model, const std::string& workload, std::int64_t context,
@@ -106,6 +109,8 @@ struct matrix_row {
   double best_other_rate = 0;
   // The same without noise (the plans simulated noise free): the fastest other may differ.
   double ours_noise_free = 0;
+  /// auto cells: ours at its best single style for the run (dcp-fixed-style), noise free
+  double ours_fixed_style_noise_free = 0;
   std::string best_other_noise_free{};
   double best_other_noise_free_rate = 0;
   double vs_best_static = 0;
@@ -120,17 +125,25 @@ struct matrix_row {
   }
 };
 
-/// Runs every cell: `run_cell(options, skipped)` gives the scenario result of those options
-/// (dcp-sim's own path), naming in `skipped` the policies it could not build for the cell;
-/// `progress(done, total)` after each cell.
+/// Runs every cell: `run_cell(options, skipped, known)` gives the scenario result of those
+/// options (dcp-sim's own path), naming in `skipped` the policies it could not build for the
+/// cell; `known` holds the results of the same scenario's cells under fixed styles run just
+/// before (for an auto cell to reuse). `progress(done, total)` after each cell.
 template <class RunCell>
 std::vector<matrix_row> run_matrix(const sim_options_cli& o, RunCell&& run_cell,
                                    const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {
   const auto cells = matrix_cells(o);
   std::vector<matrix_row> rows;
   std::int64_t done = 0;
+  // The fixed-style results of the scenario the cells are at (sp is the innermost axis).
+  std::vector<std::pair<sequence_parallel, evaluation::scenario_result>> same_scenario;
+  const matrix_cell* previous = nullptr;
   for (const auto& cell : cells) {
     matrix_row row{cell};
+    if (!previous || previous->model != cell.model || previous->workload != cell.workload ||
+        previous->context != cell.context || previous->gpu != cell.gpu || previous->gpus != cell.gpus)
+      same_scenario.clear();
+    previous = &cell;
     auto copy = o;
     copy.model = cell.model;
     copy.model_given = true;
@@ -145,7 +158,11 @@ std::vector<matrix_row> run_matrix(const sim_options_cli& o, RunCell&& run_cell,
     copy.tokens_given = true;
     copy.steps = o.steps_given ? o.steps : 3;
     try {
-      const evaluation::scenario_result r = run_cell(copy, row.skipped);
+      std::vector<std::pair<sequence_parallel, const evaluation::scenario_result*>> known;
+      if (cell.sp == sequence_parallel::automatic)
+        for (const auto& [style, result] : same_scenario) known.emplace_back(style, &result);
+      const evaluation::scenario_result r = run_cell(copy, row.skipped, known);
+      if (cell.sp != sequence_parallel::automatic) same_scenario.emplace_back(cell.sp, r);
       for (const auto& p : r.policies) {
         row.oom += p.oom_events;
         if (p.name == "dcp") {
@@ -155,9 +172,11 @@ std::vector<matrix_row> run_matrix(const sim_options_cli& o, RunCell&& run_cell,
           row.gap = p.gap_to_bound;
           row.noise = p.noise_share;
           row.ours_oom = p.oom_events;
+        } else if (p.name == "dcp-fixed-style") {
+          row.ours_fixed_style_noise_free = p.noise_free_tokens_per_s;
         } else if (p.name != "dcp-calibrated" && p.name != "wlb-llm-delay") {
-          // dcp-calibrated is ours too; wlb-llm-delay trains a cheaper mix in short runs
-          // (its queued tokens), so it is not a like-for-like rate either.
+          // dcp-calibrated and dcp-fixed-style are ours too; wlb-llm-delay trains a cheaper mix
+          // in short runs (its queued tokens), so it is not a like-for-like rate either.
           if (p.tokens_per_s > row.best_other_rate) {
             row.best_other = p.name;
             row.best_other_rate = p.tokens_per_s;
@@ -192,7 +211,7 @@ inline void print_matrix(std::ostream& os, const std::vector<matrix_row>& rows, 
   double gap_sum = 0, gap_max = 0;
   for (const auto& r : rows) {
     const auto& c = r.cell;
-    const std::string sp = c.sp == sequence_parallel::ring ? "ring" : "ulysses";
+    const std::string sp(to_string(c.sp));
     const std::string context = c.workload == "opensora" ? "-" : std::to_string(c.context);
     if (!r.error.empty()) {
       table.add_row({c.model, c.workload, context, std::to_string(c.gpus), c.gpu, sp, std::to_string(c.zero_stage),
@@ -222,10 +241,11 @@ inline void print_matrix(std::ostream& os, const std::vector<matrix_row>& rows, 
     for (const auto& s : r.skipped)
       os << "  left out of " << r.cell.command(steps, gpus_per_node) << ": " << printable(s) << "\n";
   }
-  os << "best other: the fastest policy but dcp and dcp-calibrated (ours) and wlb-llm-delay (its queued tokens make "
+  os << "best other: the fastest policy but dcp, dcp-calibrated and dcp-fixed-style (ours) and wlb-llm-delay (its queued tokens make "
         "short runs train a cheaper mix); noise free: the same plans simulated without noise, against the fastest "
         "other policy then (named where it differs); every cell is one dcp-sim run: dcp-sim --model M --workload W --context C "
-        "--gpu G --nodes N --sp S --zero Z --tokens T --steps S\n";
+        "--gpu G --nodes N --sp S --zero Z --tokens T --steps S; in an auto cell every other policy runs at its best fixed "
+        "style (ulysses, ring or hybrid) for the run\n";
 }
 
 inline void write_matrix_json(std::ostream& os, const std::vector<matrix_row>& rows, std::int64_t steps,
@@ -239,7 +259,7 @@ inline void write_matrix_json(std::ostream& os, const std::vector<matrix_row>& r
     os << (i ? "," : "") << "\n {\"model\":" << string(c.model) << ",\"workload\":" << string(c.workload)
        << ",\"context\":" << (c.workload == "opensora" ? std::string("null") : std::to_string(c.context))
        << ",\"gpus\":" << c.gpus << ",\"gpu\":" << string(c.gpu)
-       << ",\"sp\":" << string(c.sp == sequence_parallel::ring ? "ring" : "ulysses") << ",\"zero\":" << c.zero_stage
+       << ",\"sp\":" << string(std::string(to_string(c.sp))) << ",\"zero\":" << c.zero_stage
        << ",\"tokens\":" << c.tokens << ",\"command\":" << string(c.command(steps, gpus_per_node));
     if (!r.error.empty()) {
       os << ",\"error\":" << string(r.error) << "}";
@@ -247,8 +267,12 @@ inline void write_matrix_json(std::ostream& os, const std::vector<matrix_row>& r
     }
     os << ",\"dcp_tokens_per_s\":" << number(r.ours) << ",\"best_other\":" << string(r.best_other)
        << ",\"best_other_tokens_per_s\":" << number(r.best_other_rate) << ",\"dcp_over_best_other\":" << number(r.ratio())
-       << ",\"dcp_noise_free_tokens_per_s\":" << number(r.ours_noise_free)
+       << ",\"dcp_noise_free_tokens_per_s\":" << number(r.ours_noise_free);
+    if (c.sp == sequence_parallel::automatic)
+      os << ",\"dcp_fixed_style_noise_free_tokens_per_s\":" << number(r.ours_fixed_style_noise_free);
+    os
        << ",\"best_other_noise_free\":" << string(r.best_other_noise_free)
+       << ",\"best_other_noise_free_tokens_per_s\":" << number(r.best_other_noise_free_rate)
        << ",\"dcp_over_best_other_noise_free\":" << number(r.noise_free_ratio())
        << ",\"speedup_vs_best_static\":" << number(r.vs_best_static) << ",\"gap_to_bound\":" << number(r.gap)
        << ",\"noise_share\":" << number(r.noise) << ",\"oom_events\":" << r.oom << ",\"dcp_oom_events\":" << r.ours_oom

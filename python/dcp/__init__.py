@@ -97,8 +97,9 @@ def plan(
     """Plan one training step of `batch` (lengths in tokens, or Sample objects) in one call.
 
     `model` and `gpu` are presets by name (dcp.models.names(), dcp.gpus.names()) or specs;
-    `gpus` GPUs in nodes of `gpus_per_node` (default: min(gpus, 8)); `sp` ("ulysses" or
-    "ring", default: the training spec's, ulysses) overrides training.sp. Unknown names raise
+    `gpus` GPUs in nodes of `gpus_per_node` (default: min(gpus, 8)); `sp` ("ulysses", "ring",
+    "hybrid" or "auto" -- chosen per micro-batch; default: the training spec's, ulysses)
+    overrides training.sp. Unknown names raise
     ValueError listing the known ones.
     """
     model_spec = model if isinstance(model, ModelSpec) else models.by_name(model)

@@ -54,6 +54,8 @@ class Precision(_Enum):
 class SequenceParallel(_Enum):
     ulysses: SequenceParallel
     ring: SequenceParallel
+    hybrid: SequenceParallel
+    auto: SequenceParallel
 
 class LossNormalisation(_Enum):
     tokens: LossNormalisation

@@ -30,7 +30,11 @@ void bind_enums(py::module_& m) {
       .value("bf16_mixed", precision::bf16_mixed);
   py::enum_<sequence_parallel>(m, "SequenceParallel", "How a group shares one sequence.")
       .value("ulysses", sequence_parallel::ulysses, "all-to-all over heads (DeepSpeed-Ulysses)")
-      .value("ring", sequence_parallel::ring, "K/V passed around a ring (ring attention)");
+      .value("ring", sequence_parallel::ring, "K/V passed around a ring (ring attention)")
+      .value("hybrid", sequence_parallel::hybrid,
+             "Ulysses inside a node-local group, ring attention across the groups (USP)")
+      .value("auto", sequence_parallel::automatic,
+             "training-level only: the planner chooses ulysses, ring or hybrid per micro-batch");
   py::enum_<loss_normalisation>(m, "LossNormalisation", "What the global loss is averaged over.")
       .value("tokens", loss_normalisation::tokens)
       .value("samples", loss_normalisation::samples);
@@ -128,7 +132,7 @@ void bind_training(py::module_& m) {
       .field("headroom_fraction", &training_spec::headroom_fraction, "fraction of capacity kept free")
       .field("runtime_reserve_bytes", &training_spec::runtime_reserve_bytes,
              "CUDA context and NCCL buffers, bytes")
-      .field("sp", &training_spec::sp, "SequenceParallel style of every group")
+      .field("sp", &training_spec::sp, "SequenceParallel style of every group, or automatic: chosen per micro-batch")
       .field("normalise_by", &training_spec::normalise_by, "LossNormalisation")
       .field("chunked_cross_entropy", &training_spec::chunked_cross_entropy,
              "fused/chunked cross-entropy: no full logits tensor")

@@ -118,6 +118,20 @@ class PlanTest(unittest.TestCase):
         self.assertTrue(all(s.config.sp == dcp.SequenceParallel.ring for s in ring.micro_steps))
         self.assertIn("StepPlan(", repr(plan))
 
+    def test_style_chosen_per_micro_batch(self) -> None:
+        # sp="auto": the planner chooses ulysses, ring or hybrid (Ulysses in a node, ring across)
+        # per micro-batch; a micro-step always names a concrete style.
+        batch = [600000, 300000, 40000] + [2000] * 64
+        plan = dcp.plan(batch, gpu="h100", gpus=32, sp="auto")
+        styles = {s.config.sp for s in plan.micro_steps if s.degree > 1}
+        self.assertNotIn(dcp.SequenceParallel.auto, styles)
+        self.assertTrue(styles <= {dcp.SequenceParallel.ulysses, dcp.SequenceParallel.ring,
+                                   dcp.SequenceParallel.hybrid})
+        self.assertEqual(dcp.StepPlan.from_json(plan.to_json()), plan)
+        with self.assertRaisesRegex(dcp.InvalidSpec, "hybrid degree = 8"):
+            dcp.validate(dcp.ExecutionConfig(degree=8, sp="hybrid"), dcp.models.llama3_8b(),
+                         dcp.hgx_cluster(4, dcp.gpus.h100_sxm()))
+
     def test_four_ranks_on_one_node(self) -> None:
         scheduler = dcp.Scheduler(dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200()))
         plan = scheduler.plan(self.batch[:200])

@@ -112,7 +112,7 @@ double largest(const std::vector<double>& v) { return *std::max_element(v.begin(
 TEST_CASE("Calibration.analytic_terms_add_up_to_the_model") {
   const analytic_cost_model model(models::llama3_8b(), hgx_cluster(2, gpus::h200_sxm()));
   const auto runs = draw_micro_batches(slow_truth(), 5, 100);
-  for (const auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+  for (const auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     for (const auto& run : runs) {
       const auto& s = run.shape;
       auto c = run.config;

@@ -148,7 +148,7 @@ TEST_CASE("Cost.Analytic.marginal_time_is_a_floor_for_packing") {
   // cost_model requirement 5: seconds(a + b) >= seconds({}) + marginal(a) + marginal(b), for
   // both sequence-parallel styles (ring: each sample's compute counts in full, since attention
   // hides transfers but is never hidden).
-  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     training_spec t;
     t.sp = sp;
     const analytic_cost_model m(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()), t);
@@ -315,7 +315,7 @@ void check_memory_by_tokens(const Model& m, std::uint64_t seed) {
     return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(below));
   };
   const auto layers = static_cast<std::int32_t>(m.model().layers);
-  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     for (std::int64_t d : {1, 8, 16}) {
       const execution_config none{d, sp, {}};
       const double empty = m.seconds(micro_batch_shape{}, none);

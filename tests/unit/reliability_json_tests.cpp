@@ -217,7 +217,7 @@ TEST_CASE("Finding.07_strict_json.every_field_of_the_wrong_type_is_named_with_it
       {0, "first_rank", "null", "x.json.micro_steps[0].first_rank", "found null"},
       {1, "degree", "\"two\"", "x.json.micro_steps[1].degree", "found \"two\""},
       {0, "sp", "42", "x.json.micro_steps[0].sp", "expected a string, found 42"},
-      {0, "sp", "\"tree\"", "x.json.micro_steps[0].sp", "\"tree\", expected \"ulysses\" or \"ring\""},
+      {0, "sp", "\"tree\"", "x.json.micro_steps[0].sp", "\"tree\", expected \"ulysses\", \"ring\" or \"hybrid\""},
       {0, "recompute", "5", "x.json.micro_steps[0].recompute", "expected an object, found 5"},
       {0, "recompute", "{\"layers\": \"1\"}", "x.json.micro_steps[0].recompute.layers", "found \"1\""},
       {1, "recompute", "{\"layers\": 1, \"selective\": \"yes\"}", "x.json.micro_steps[1].recompute.selective",

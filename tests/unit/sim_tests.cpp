@@ -118,7 +118,7 @@ TEST_CASE("Sim.Truth.packed_attention_is_the_sum_over_sequences") {
   // The saturating fit makes the attention time of a packed micro-batch exactly the sum of its
   // sequences' times, each at its own length's efficiency.
   const auto truth = llama_truth();
-  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     for (std::int64_t d : {1, 4, 16}) {
       const auto a = text(300), b = text(20000);
       const double apart = truth.micro_step_parts(a, at(d, sp)).attention_seconds +
@@ -235,7 +235,7 @@ TEST_CASE("Sim.Truth.marginal_time_is_a_floor_for_packing") {
   // cost_model requirement 5: seconds(a + b) >= fixed_seconds + marginal(a) + marginal(b), both SP
   // styles, inside and across nodes, with and without recomputation; fixed_seconds is the empty
   // micro-step's device time, at most its time (which may be the host's).
-  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     training_spec t;
     t.sp = sp;
     const auto m = llama_truth(4, t);
@@ -267,7 +267,7 @@ TEST_CASE("Sim.Truth.degree_times_marginal_never_falls") {
   // For ring from degree 2 on: at degree 1 there is no ring, while from 2 on a sequence's
   // attention may hide other sequences' transfers, so its floor leaves that attention out (as
   // the analytic model's does).
-  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     training_spec t;
     t.sp = sp;
     const auto m = llama_truth(4, t);
@@ -357,7 +357,7 @@ TEST_CASE("Sim.Truth.caption_gemms_run_whole_on_every_gpu_of_the_group") {
   };
   const double rate = truth.constants().gemm_efficiency_max * truth.cluster().gpu.peak_flops;
   const double half = truth.constants().gemm_half_tokens;
-  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     for (std::int64_t k : {1, 3}) {
       micro_batch_shape s;
       for (std::int64_t i = 0; i < k; ++i)
@@ -394,7 +394,7 @@ TEST_CASE("Sim.Truth.caption_gemms_run_whole_on_every_gpu_of_the_group") {
 TEST_CASE("Sim.Truth.dit_marginal_time_is_a_floor_for_packing") {
   // cost_model requirement 5 with the caption's per-sample work: seconds(a + b) >= fixed_seconds +
   // marginal(a) + marginal(b), and degree x marginal never falls, for STDiT3-XL clips.
-  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring}) {
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     training_spec t;
     t.sp = sp;
     const sim::truth_model m(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()), t);

@@ -434,9 +434,10 @@ TEST_CASE("Evaluation.Summary.noise_free_rate_counts_the_noise_free_steps") {
 }
 
 TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
-  // The full grid: 3 text models x 5 text workloads + 2 video models, x 3 sizes x 2 GPUs x 2 styles.
+  // The full grid: 3 text models x 5 text workloads + 2 video models, x 3 sizes x 2 GPUs x 3 styles
+  // (ulysses, ring, auto).
   const auto all = tool::sim_detail::matrix_cells(tool::sim_options_cli{});
-  CHECK(all.size() == (3 * 5 + 2) * 3 * 2 * 2);
+  CHECK(all.size() == (3 * 5 + 2) * 3 * 2 * 3);
   for (const auto& cell : all) {
     CAPTURE(cell.command(3, 8));
     CHECK(cell.zero_stage == (cell.model == "llama3-8b" || cell.model == "stdit3-xl" ? 1 : 3));
@@ -448,7 +449,7 @@ TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
   o.model_given = true;
   o.workload = "long-context";
   o.workload_given = true;
-  CHECK(tool::sim_detail::matrix_cells(o).size() == 3 * 3 * 2 * 2);
+  CHECK(tool::sim_detail::matrix_cells(o).size() == 3 * 3 * 2 * 3);
   // One cell run: its row, the summary, and the JSON with the same figures.
   const auto table = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu", "h200",
                               "--nodes", "1", "--sp", "ulysses", "--steps", "1", "--policies", "dcp,static,flexsp"});
@@ -474,6 +475,22 @@ TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
   CHECK(rows[0]["dcp_noise_free_tokens_per_s"].number() > 0);
   CHECK((rows[0]["best_other_noise_free"].text == "static" || rows[0]["best_other_noise_free"].text == "flexsp"));
   CHECK(rows[0]["dcp_over_best_other_noise_free"].number() > 0);
+  // The three styles of one scenario: the auto cell compares ours with each other policy at its
+  // best fixed style, reusing the ulysses and ring cells' runs, so its best other is at least
+  // theirs; it reports ours at our best fixed style too.
+  const auto styles = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu", "h200",
+                               "--nodes", "1", "--steps", "1", "--policies", "dcp,static", "--json"});
+  CHECK(styles.status == 0);
+  const auto styled = dcp::json::parse(styles.out);
+  const auto& cells = styled["matrix"].items;
+  REQUIRE(cells.size() == 3);
+  CHECK(cells[0]["sp"].text == "ulysses");
+  CHECK(cells[1]["sp"].text == "ring");
+  CHECK(cells[2]["sp"].text == "auto");
+  CHECK(cells[2]["dcp_fixed_style_noise_free_tokens_per_s"].number() > 0);
+  CHECK(cells[2]["best_other_noise_free_tokens_per_s"].number() >=
+        std::max(cells[0]["best_other_noise_free_tokens_per_s"].number(),
+                 cells[1]["best_other_noise_free_tokens_per_s"].number()) * (1 - 1e-12));
   CHECK(table.out.find("without noise") != std::string::npos);
   // What a cell sizes itself cannot be given.
   CHECK(run_sim({"--matrix", "--tokens", "5"}).status == 2);

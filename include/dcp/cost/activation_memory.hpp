@@ -81,10 +81,11 @@ inline double activation_bytes_per_gpu(const model_spec& model, const micro_batc
         logits.chunked ? std::min(n, static_cast<double>(logits.chunk_tokens)) : n;
     bytes += logit_tokens * static_cast<double>(model.vocab) * logits.bytes_per_entry;
   }
-  // Communication buffers: two all-to-all tensors (Ulysses) or two KV chunks (ring).
+  // Communication buffers: two all-to-all tensors (Ulysses), two KV chunks (ring; a hybrid's
+  // chunk of s/r tokens of h_kv/u is as large as a ring's), a hybrid both.
   if (c.degree > 1) {
-    bytes += c.sp == sequence_parallel::ulysses ? 2.0 * n * (h + 2.0 * h_kv) * 2.0
-                                                : 2.0 * n * 2.0 * h_kv * 2.0;
+    if (c.sp != sequence_parallel::ring) bytes += 2.0 * n * (h + 2.0 * h_kv) * 2.0;
+    if (c.sp != sequence_parallel::ulysses) bytes += 2.0 * n * 2.0 * h_kv * 2.0;
   }
   // The caption's embedding and K/V, whole on every GPU of the group (caption_work.hpp).
   if (model.has_cross_attention())

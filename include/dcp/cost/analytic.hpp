@@ -213,91 +213,116 @@ public:
            bytes_per_token / (constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth);
   }
 
-  /// Sequence-parallel communication, alpha-beta per collective (§3.1-3.3).
+  /// Sequence-parallel communication, alpha-beta per collective (§3.1-3.3): the Ulysses
+  /// all-to-alls and the ring's exposed transfers and latencies; a hybrid micro-step has both
+  /// (all-to-alls over its node-local Ulysses group, a ring over the groups).
   [[nodiscard]] double communication_seconds(const micro_batch_shape& s,
                                const execution_config& c) const noexcept {
     if (c.degree <= 1) return 0.0;
-    const double d = static_cast<double>(c.degree);
-    const double layers = static_cast<double>(model_.layers);
-    const double recomputed = static_cast<double>(c.recompute.layers);
-    const double per_gpu_tokens = static_cast<double>(s.tokens) / d;
-    const double h = static_cast<double>(model_.hidden);
-    const double h_kv = static_cast<double>(model_.kv_hidden());
-    const bool crosses_nodes = c.degree > cluster_.gpus_per_node;
-    const double alpha = crosses_nodes ? cluster_.inter_node_latency : cluster_.intra_node_latency;
-    if (c.sp == sequence_parallel::ulysses) {
-      // Per layer forward: (d-1)/d x (s/d) x (2h + 2h_kv) x 2 bytes per GPU, backward the same,
-      // full recompute one more forward set; 4 all-to-alls per pass (§3.2).
-      const double per_layer_bytes = per_gpu_tokens * (2.0 * h + 2.0 * h_kv) * 2.0;
-      const double passes = 2.0 * layers + recomputed;
-      const double in_node = static_cast<double>(std::min(c.degree, cluster_.gpus_per_node));
-      // All-to-all: the share bound for other nodes goes through this GPU's NIC (§3.1).
-      const double local_share = (in_node - 1.0) / d;
-      const double remote_share = (d - in_node) / d;
-      const double beta = local_share / cluster_.nvlink_bandwidth +
-                          remote_share / cluster_.nic_bandwidth;
-      return passes * (per_layer_bytes * beta + 4.0 * alpha);
-    }
-    return ring_exposed_seconds(s, c) + ring_latency_seconds(c);
+    double t = ulysses_seconds(s, c);
+    if (ring_degree(c) > 1) t += ring_exposed_seconds(s, c) + ring_latency_seconds(c);
+    return t;
   }
 
   /// The floor of cost_model requirement 5 (the optional member the lower bound uses): each
-  /// sample's compute, and for Ulysses its all-to-all bytes; fixed costs and ring transfers are
+  /// sample's compute, and its Ulysses all-to-all bytes; fixed costs and ring transfers are
   /// left out. A ring micro-step never hides its compute — its attention hides transfers, so
   /// what is exposed is max(0, transfers - overlap) >= 0 — so each sample's whole compute
   /// counts, whatever the other samples of the micro-batch.
   [[nodiscard]]
   double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    double t = compute_seconds(s, c);
-    if (c.degree <= 1 || c.sp == sequence_parallel::ring) return t;
-    return t + communication_seconds(s, c) - communication_seconds(micro_batch_shape{}, c);
+    return compute_seconds(s, c) + ulysses_seconds(s, c) - ulysses_seconds(micro_batch_shape{}, c);
+  }
+
+  /// The Ulysses part u and ring part r of a micro-step's degree, d = u r: (d, 1) for Ulysses,
+  /// (1, d) for ring, (hybrid_ulysses_degree, d / u) for hybrid.
+  [[nodiscard]] std::int64_t ulysses_degree(const execution_config& c) const noexcept {
+    switch (c.sp) {
+      case sequence_parallel::ulysses: return c.degree;
+      case sequence_parallel::hybrid: return hybrid_ulysses_degree(c.degree, model_, cluster_);
+      default: return 1;
+    }
+  }
+  [[nodiscard]] std::int64_t ring_degree(const execution_config& c) const noexcept {
+    return c.degree / ulysses_degree(c);
   }
 
 private:
-  /// Kernels of the sequence-parallel communication: one per Ulysses all-to-all; ring
-  /// attention d steps per layer, each with its own attention, P2P and correction kernels.
-  [[nodiscard]] double collective_kernels(const execution_config& c) const noexcept {
-    if (c.degree <= 1) return 0.0;
-    if (c.sp == sequence_parallel::ulysses) return collectives(c);
+  /// The Ulysses all-to-alls of a micro-step over its Ulysses group of u GPUs (the whole group,
+  /// or a hybrid's node-local part): bytes and latencies, 0 without one.
+  [[nodiscard]]
+  double ulysses_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const auto u_members = ulysses_degree(c);
+    if (u_members <= 1) return 0.0;
+    const double u = static_cast<double>(u_members);
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
-    // d steps per layer and pass; a recomputed forward runs its steps again.
-    return static_cast<double>(c.degree) * (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
-                                            constants_.ring_backward_kernels_per_step * layers);
+    const double per_gpu_tokens = static_cast<double>(s.tokens) / static_cast<double>(c.degree);
+    const double h = static_cast<double>(model_.hidden);
+    const double h_kv = static_cast<double>(model_.kv_hidden());
+    const bool crosses_nodes = u_members > cluster_.gpus_per_node;
+    const double alpha = crosses_nodes ? cluster_.inter_node_latency : cluster_.intra_node_latency;
+    // Per layer forward: (u-1)/u x (s/d) x (2h + 2h_kv) x 2 bytes per GPU, backward the same,
+    // full recompute one more forward set; 4 all-to-alls per pass (§3.2).
+    const double per_layer_bytes = per_gpu_tokens * (2.0 * h + 2.0 * h_kv) * 2.0;
+    const double passes = 2.0 * layers + recomputed;
+    const double in_node = static_cast<double>(std::min(u_members, cluster_.gpus_per_node));
+    // All-to-all: the share bound for other nodes goes through this GPU's NIC (§3.1).
+    const double local_share = (in_node - 1.0) / u;
+    const double remote_share = (u - in_node) / u;
+    const double beta = local_share / cluster_.nvlink_bandwidth + remote_share / cluster_.nic_bandwidth;
+    return passes * (per_layer_bytes * beta + 4.0 * alpha);
   }
 
-  /// Collectives of one micro-step: Ulysses 4 all-to-alls per pass, ring (d-1) steps per layer
+  /// Kernels of the sequence-parallel communication: one per Ulysses all-to-all; ring
+  /// attention r steps per layer, each with its own attention, P2P and correction kernels.
+  [[nodiscard]] double collective_kernels(const execution_config& c) const noexcept {
+    if (c.degree <= 1) return 0.0;
+    const double layers = static_cast<double>(model_.layers);
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    double kernels = ulysses_degree(c) > 1 ? 4.0 * (2.0 * layers + recomputed) : 0.0;
+    // r steps per layer and pass; a recomputed forward runs its steps again.
+    if (const auto r = ring_degree(c); r > 1)
+      kernels += static_cast<double>(r) * (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
+                                           constants_.ring_backward_kernels_per_step * layers);
+    return kernels;
+  }
+
+  /// Collectives of one micro-step: Ulysses 4 all-to-alls per pass, ring (r-1) steps per layer
   /// pass (§3.2, §3.3).
   [[nodiscard]] double collectives(const execution_config& c) const noexcept {
     if (c.degree <= 1) return 0.0;
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
-    if (c.sp == sequence_parallel::ulysses) return 4.0 * (2.0 * layers + recomputed);
-    return (static_cast<double>(c.degree) - 1.0) * (3.0 * layers + recomputed);
+    double n = ulysses_degree(c) > 1 ? 4.0 * (2.0 * layers + recomputed) : 0.0;
+    if (const auto r = ring_degree(c); r > 1) n += (static_cast<double>(r) - 1.0) * (3.0 * layers + recomputed);
+    return n;
   }
 
   [[nodiscard]] double ring_latency_seconds(const execution_config& c) const noexcept {
-    const double d = static_cast<double>(c.degree);
+    const double r = static_cast<double>(ring_degree(c));
+    if (r <= 1) return 0.0;
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
     const bool crosses_nodes = c.degree > cluster_.gpus_per_node;
     const double alpha = crosses_nodes ? cluster_.inter_node_latency : cluster_.intra_node_latency;
-    return (d - 1.0) * (3.0 * layers + recomputed) * alpha;
+    return (r - 1.0) * (3.0 * layers + recomputed) * alpha;
   }
 
   [[nodiscard]]
   double ring_exposed_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    const double d = static_cast<double>(c.degree);
+    const double r = static_cast<double>(ring_degree(c));
+    if (r <= 1) return 0.0;
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
-    const double per_gpu_tokens = static_cast<double>(s.tokens) / d;
+    const double per_gpu_tokens = static_cast<double>(s.tokens) / static_cast<double>(c.degree);
     const double h_kv = static_cast<double>(model_.kv_hidden());
     const bool crosses_nodes = c.degree > cluster_.gpus_per_node;
-    // Ring: (d-1) steps passing K and V chunks forward, twice that backward (§3.3), overlapped
+    // Ring: (r-1) steps passing K and V chunks forward, twice that backward (§3.3), overlapped
     // with the attention compute of the same pass; the exposed part and the per-step latency
-    // remain.
+    // remain. A hybrid's chunk is s/r tokens of h_kv/u: the same s/d x h_kv bytes per step.
     const double bandwidth = crosses_nodes ? cluster_.nic_bandwidth : cluster_.nvlink_bandwidth;
-    const double forward_bytes = (d - 1.0) * per_gpu_tokens * 2.0 * h_kv * 2.0;
+    const double forward_bytes = (r - 1.0) * per_gpu_tokens * 2.0 * h_kv * 2.0;
     const double total_bytes = forward_bytes * (3.0 * layers + recomputed);
     const double transfer = total_bytes / bandwidth;
     return std::max(0.0, transfer - ring_overlap_seconds(s, c));
@@ -357,14 +382,10 @@ public:
     t[1] = attention_compute_seconds(s, c) / d;
     t[2] = selective_seconds(s, c);
     if (c.degree > 1) {
-      if (c.sp == sequence_parallel::ulysses) {
-        const double latency = communication_seconds(micro_batch_shape{}, c);  // no bytes
-        t[3] = communication_seconds(s, c) - latency;
-        t[5] = latency;
-      } else {
-        t[4] = ring_exposed_seconds(s, c);
-        t[5] = ring_latency_seconds(c);
-      }
+      const double latency = ulysses_seconds(micro_batch_shape{}, c);  // no bytes
+      t[3] = ulysses_seconds(s, c) - latency;
+      t[4] = ring_exposed_seconds(s, c);
+      t[5] = latency + ring_latency_seconds(c);
     }
     t[6] = overhead_seconds(c);
     // Basis terms with prior 0, each at a plain physical scale: one BF16 read and write of the

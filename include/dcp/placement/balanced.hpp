@@ -456,7 +456,7 @@ private:
       const auto& run = item.menu[choice[j]];
       placed_micro_step step;
       step.first_rank = first;
-      step.config = ctx_.config(choice[j], run.recompute);
+      step.config = ctx_.config_of(choice[j], run);
       step.samples = {item.sample};
       step.start_seconds = free[static_cast<std::size_t>(first)];
       step.seconds = run.seconds;

@@ -30,15 +30,17 @@ struct degree_option {
   recompute_setting recompute{};
   double seconds = std::numeric_limits<double>::infinity();
   double peak_bytes = 0;
+  sequence_parallel sp = sequence_parallel::ulysses;  ///< the style it runs with (moot at degree 1)
 };
 
-/// Powers of two up to the cluster size; Ulysses degrees must also divide the head count.
+/// Powers of two up to the cluster size at which `sp` has a valid style (styles_at): Ulysses
+/// degrees must also divide the head count.
 [[nodiscard]] inline std::vector<std::int64_t> allowed_degrees(const model_spec& model,
                                                  const cluster_spec& cluster,
                                                  sequence_parallel sp) {
   std::vector<std::int64_t> degrees;
   for (std::int64_t d = 1; d <= cluster.gpus; d *= 2) {
-    if (sp == sequence_parallel::ring || model.heads % d == 0) degrees.push_back(d);
+    if (sp != sequence_parallel::ulysses || model.heads % d == 0) degrees.push_back(d);
     if (d > cluster.gpus / 2) break;  // the next d would pass gpus (and could overflow)
   }
   return degrees;
@@ -69,10 +71,15 @@ public:
     shapes_.reserve(problem.samples.size());
     for (const auto& s : problem.samples) shapes_.push_back(micro_batch_shape::of(s));
     for (auto d : degrees_) {
-      const execution_config c{d, sp_, {}};
-      empty_seconds_.push_back(problem.cost.seconds(micro_batch_shape{}, c));
-      fixed_seconds_.push_back(detail::fixed_seconds_of(problem.cost, c));
-      empty_bytes_.push_back(problem.cost.peak_bytes(micro_batch_shape{}, c));
+      auto& at = styles_.emplace_back();
+      for (auto style : styles_at(sp_, d, problem.cost.model(), problem.cost.cluster())) {
+        const execution_config c{d, style, {}};
+        at.push_back({style, problem.cost.seconds(micro_batch_shape{}, c),
+                      detail::fixed_seconds_of(problem.cost, c), problem.cost.peak_bytes(micro_batch_shape{}, c)});
+      }
+      double empty = 0;
+      for (const auto& e : at) empty = std::max(empty, e.empty_bytes);
+      empty_bytes_.push_back(empty);
     }
     alone_.resize(degrees_.size());
     for (auto& column : alone_) column.resize((shapes_.size() + option_block::size - 1) / option_block::size);
@@ -105,27 +112,41 @@ public:
   [[nodiscard]]
   bool crosses_nodes(std::size_t k) const noexcept { return degrees_[k] > gpus_per_node_; }
   [[nodiscard]] double budget() const noexcept { return budget_; }
+  /// The training run's style (sequence_parallel::automatic: chosen per micro-batch).
   [[nodiscard]] sequence_parallel sp() const noexcept { return sp_; }
-  [[nodiscard]] double empty_seconds(std::size_t k) const noexcept { return empty_seconds_[k]; }
+  /// How many styles a micro-batch at degree index k may run (1 unless the style is automatic).
+  [[nodiscard]] std::size_t style_count(std::size_t k) const noexcept { return styles_[k].size(); }
+  [[nodiscard]] sequence_parallel style(std::size_t k, std::size_t j) const noexcept { return styles_[k][j].sp; }
+  /// An empty micro-batch's time at degree index k in its default style (the first).
+  [[nodiscard]] double empty_seconds(std::size_t k) const noexcept { return styles_[k].front().empty_seconds; }
 
   /// A floor on the time sample i, run as degree_option `o` at degree index k, adds to any
   /// micro-batch: the cost model's `marginal_seconds` when it has one, otherwise its seconds
   /// minus those of an empty micro-batch with the same setting (cost_model requirement 5).
   [[nodiscard]]
   double marginal_seconds(std::size_t i, const degree_option& o, std::size_t k) const {
-    const auto c = config(k, o.recompute);
+    const auto c = config_of(k, o);
     if constexpr (requires { problem_.cost.marginal_seconds(shapes_[i], c); }) {
       return problem_.cost.marginal_seconds(shapes_[i], c);
     } else {
       const double empty = o.recompute.is_none()
-                               ? empty_seconds_[k]
+                               ? layout_of(k, o.sp).empty_seconds
                                : problem_.cost.seconds(micro_batch_shape{}, c);
       return std::max(o.seconds - empty, 0.0);
     }
   }
 
+  /// The config at degree index k in its default style (the first of styles_at).
   [[nodiscard]] execution_config config(std::size_t k, recompute_setting r = {}) const noexcept {
-    return {degrees_[k], sp_, r};
+    return {degrees_[k], styles_[k].front().sp, r};
+  }
+  [[nodiscard]]
+  execution_config config(std::size_t k, recompute_setting r, sequence_parallel sp) const noexcept {
+    return {degrees_[k], sp, r};
+  }
+  /// The config a degree_option at degree index k runs with.
+  [[nodiscard]] execution_config config_of(std::size_t k, const degree_option& o) const noexcept {
+    return {degrees_[k], o.sp, o.recompute};
   }
 
   /// evaluate() of sample i alone at degree index k, computed once per (sample, degree). The
@@ -142,35 +163,56 @@ public:
     return block->options()[j];
   }
 
-  /// Peak bytes of `shape` at degree index k if the recompute strategy runs it with exactly
-  /// `setting` and it fits the budget; nullopt otherwise. The budget check comes first: it is
-  /// one cost-model call and rejects most attempts.
+  /// Peak bytes of `shape` at degree index k in style `sp` if the recompute strategy runs it
+  /// with exactly `setting` and it fits the budget; nullopt otherwise. The budget check comes
+  /// first: it is one cost-model call and rejects most attempts.
   [[nodiscard]] std::optional<double> runs_with(const micro_batch_shape& shape, std::size_t k,
-                                  recompute_setting setting) const {
-    const double bytes = problem_.cost.peak_bytes(shape, config(k, setting));
+                                                recompute_setting setting, sequence_parallel sp) const {
+    const double bytes = problem_.cost.peak_bytes(shape, config(k, setting, sp));
     if (bytes > budget_) return std::nullopt;
     if constexpr (!fit_decides_v<R>) {
-      const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
+      const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k, {}, sp));
       if (!chosen || *chosen != setting) return std::nullopt;
     }
     return bytes;
   }
+  /// runs_with in the default style at degree index k.
+  [[nodiscard]] std::optional<double> runs_with(const micro_batch_shape& shape, std::size_t k,
+                                                recompute_setting setting) const {
+    return runs_with(shape, k, setting, styles_[k].front().sp);
+  }
 
   [[nodiscard]] double empty_bytes(std::size_t k) const noexcept { return empty_bytes_[k]; }
 
-  /// Time and bytes of `shape` at degree index k with a given setting.
+  /// Time and bytes of `shape` at degree index k with a given setting and style.
+  [[nodiscard]] degree_option run(const micro_batch_shape& shape, std::size_t k, recompute_setting setting,
+                                  sequence_parallel sp) const {
+    const auto c = config(k, setting, sp);
+    return {true, setting, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c), sp};
+  }
+  /// run() in the default style at degree index k.
   [[nodiscard]]
   degree_option run(const micro_batch_shape& shape, std::size_t k, recompute_setting setting) const {
-    const auto c = config(k, setting);
-    return {true, setting, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c)};
+    return run(shape, k, setting, styles_[k].front().sp);
   }
 
-  /// The recompute strategy's setting for this shape at degree index k, with its time and bytes.
-  [[nodiscard]] degree_option evaluate(const micro_batch_shape& shape, std::size_t k) const {
-    const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k));
+  /// The recompute strategy's setting for this shape at degree index k in style `sp`, with its
+  /// time and bytes.
+  [[nodiscard]] degree_option evaluate(const micro_batch_shape& shape, std::size_t k, sequence_parallel sp) const {
+    const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k, {}, sp));
     if (!chosen) return {};
-    const auto c = config(k, *chosen);
-    return {true, *chosen, problem_.cost.seconds(shape, c), problem_.cost.peak_bytes(shape, c)};
+    return run(shape, k, *chosen, sp);
+  }
+
+  /// The fastest of evaluate(shape, k, style) over the styles degree index k allows: with an
+  /// automatic style the cost model chooses the style per micro-batch as it chooses the degree.
+  [[nodiscard]] degree_option evaluate(const micro_batch_shape& shape, std::size_t k) const {
+    degree_option best{};
+    for (const auto& e : styles_[k]) {
+      auto o = evaluate(shape, k, e.sp);
+      if (o.feasible && (!best.feasible || o.seconds < best.seconds)) best = o;
+    }
+    return best;
   }
 
   /// Time sample i adds to a micro-batch at degree index k, run as `alone`, with its share of
@@ -180,12 +222,13 @@ public:
   /// hides the host's issue time that may decide the sample alone.
   [[nodiscard]]
   double packed_estimate(std::size_t i, std::size_t k, const degree_option& alone) const {
-    const double fixed = fixed_seconds_[k];
-    const double room = std::max(budget_ - empty_bytes_[k], 1.0);
-    const double share = std::clamp((alone.peak_bytes - empty_bytes_[k]) / room, 0.0, 1.0);
+    const auto& at = layout_of(k, alone.sp);
+    const double fixed = at.fixed_seconds;
+    const double room = std::max(budget_ - at.empty_bytes, 1.0);
+    const double share = std::clamp((alone.peak_bytes - at.empty_bytes) / room, 0.0, 1.0);
     double device = alone.seconds;
-    if constexpr (requires { problem_.cost.device_seconds(shapes_[i], config(k, alone.recompute)); })
-      device = problem_.cost.device_seconds(shapes_[i], config(k, alone.recompute));
+    if constexpr (requires { problem_.cost.device_seconds(shapes_[i], config_of(k, alone)); })
+      device = problem_.cost.device_seconds(shapes_[i], config_of(k, alone));
     return std::max(device - fixed, 0.0) + fixed * share;
   }
 
@@ -197,16 +240,25 @@ public:
     const auto& s = problem_.samples[i];
     const std::size_t k = degrees_.size() - 1;
     const auto full = recompute_setting::full(problem_.cost.model().layers);
-    const double need = problem_.cost.peak_bytes(shapes_[i], config(k, full));
+    double need = std::numeric_limits<double>::infinity();
+    sequence_parallel tightest = styles_[k].front().sp;
+    for (const auto& e : styles_[k]) {
+      const double b = problem_.cost.peak_bytes(shapes_[i], config(k, full, e.sp));
+      if (b < need) {
+        need = b;
+        tightest = e.sp;
+      }
+    }
     const std::string head =
         "sample " + std::to_string(s.id) + " (" + std::to_string(s.tokens) + " tokens) does not fit";
-    const std::string at = " per GPU at degree " + std::to_string(degrees_[k]);
+    const std::string at = " per GPU at degree " + std::to_string(degrees_[k]) +
+                           (styles_[k].size() > 1 ? " (" + std::string(to_string(tightest)) + ")" : "");
     const auto bytes = [](double b) {
       return detail::format_gib(b) + " (" + detail::bytes_text(b) + " bytes)";
     };
     const std::string available = bytes(budget_) + " available";
     if (need <= budget_) {
-      const double kept = problem_.cost.peak_bytes(shapes_[i], config(k, recompute_setting::none()));
+      const double kept = problem_.cost.peak_bytes(shapes_[i], config(k, recompute_setting::none(), tightest));
       throw sample_does_not_fit(head + " under recompute strategy '" +
                                 std::string(problem_.recompute.name()) + "': it needs " + bytes(kept) +
                                 at + " without recomputation and " + bytes(need) +
@@ -223,9 +275,21 @@ private:
   double budget_;
   std::vector<std::int64_t> degrees_;
   std::vector<micro_batch_shape> shapes_;
-  std::vector<double> empty_seconds_;
-  std::vector<double> fixed_seconds_;  ///< cost_model requirement 5's fixed part, per degree
-  std::vector<double> empty_bytes_;
+  /// An empty micro-batch's costs in one style at one degree.
+  struct layout_costs {
+    sequence_parallel sp;
+    double empty_seconds;
+    double fixed_seconds;  ///< cost_model requirement 5's fixed part
+    double empty_bytes;
+  };
+  std::vector<std::vector<layout_costs>> styles_;  ///< per degree index, in styles_at order
+  std::vector<double> empty_bytes_;  ///< per degree index, the largest over its styles
+
+  [[nodiscard]] const layout_costs& layout_of(std::size_t k, sequence_parallel sp) const noexcept {
+    for (const auto& e : styles_[k])
+      if (e.sp == sp) return e;
+    return styles_[k].front();
+  }
   // 1,024 options, each constructed when first computed (a block is not filled on allocation:
   // a 1,000-sample batch reads one block per degree, often only part of it).
   struct option_block {
@@ -283,7 +347,7 @@ public:
          o = open_.first_at_least(o + 1, need)) {
       auto& batch = batches_[o];
       const auto joined = batch.shape + ctx_.shape(i);
-      if (const auto bytes = ctx_.runs_with(joined, k_, batch.run.recompute)) {
+      if (const auto bytes = ctx_.runs_with(joined, k_, batch.run.recompute, batch.run.sp)) {
         batch.shape = joined;
         open_.set(o, room(ctx_.budget() - *bytes));
         joined_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(o)});
@@ -303,7 +367,7 @@ public:
     for (std::size_t b = 0; b < batches_.size(); ++b) batches_[b].samples.reserve(sizes_[b]);
     for (const auto& [i, b] : joined_) batches_[b].samples.push_back(i);
     for (auto& batch : batches_)
-      if (batch.samples.size() > 1) batch.run = ctx_.run(batch.shape, k_, batch.run.recompute);
+      if (batch.samples.size() > 1) batch.run = ctx_.run(batch.shape, k_, batch.run.recompute, batch.run.sp);
     return std::move(batches_);
   }
 

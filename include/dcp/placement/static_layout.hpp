@@ -89,8 +89,9 @@ struct static_placement {
 
   template <cost_model M, recompute_strategy<M> R>
   [[nodiscard]] placement place(const placement_problem<M, R>& problem) const {
-    validate(execution_config{degree, problem.cost.training().sp, {}}, problem.cost.model(),
-             problem.cost.cluster());
+    const auto& cost = problem.cost;
+    validate(execution_config{degree, default_style(cost.training().sp, degree, cost.model(), cost.cluster()), {}},
+             cost.model(), cost.cluster());
     return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
       std::size_t k = 0;
       while (ctx.degree(k) != degree) ++k;

@@ -618,9 +618,9 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
     m.config.degree = json::at_least<std::int64_t>(s.at("degree", path), path + ".degree", 1);
     if (const auto* sp = s.find("sp")) {
       const auto& style = json::require(*sp, kind::string, path + ".sp").text;
-      if (style == "ulysses") m.config.sp = sequence_parallel::ulysses;
-      else if (style == "ring") m.config.sp = sequence_parallel::ring;
-      else json::reject(*sp, path + ".sp", json::describe(*sp) + ", expected \"ulysses\" or \"ring\"");
+      const auto parsed = parse_sequence_parallel(style);
+      if (parsed && *parsed != sequence_parallel::automatic) m.config.sp = *parsed;
+      else json::reject(*sp, path + ".sp", json::describe(*sp) + ", expected \"ulysses\", \"ring\" or \"hybrid\"");
     }
     if (const auto* recompute = s.find("recompute")) {
       const auto& r = json::require(*recompute, kind::object, path + ".recompute");

@@ -81,13 +81,13 @@ template <class M>
 }
 
 // One rung of the ladder: recomputed layers in [lo, hi], with or without selective
-// recomputation. rho[k]: the fixed cost per token at degree index k, T_∅(k) / C(k, hi), where
-// C is the larger of the capacities with and without selective recomputation (infinity when
-// nothing fits); cheapest: min_k degree(k) · rho[k].
+// recomputation. rho[k][j]: the fixed cost per token at degree index k in its j-th style,
+// T_∅(k, j) / C(k, j, hi), where C is the larger of the capacities with and without selective
+// recomputation (infinity when nothing fits); cheapest: min_{k,j} degree(k) · rho[k][j].
 struct rung {
   std::int32_t lo = 0;
   std::int32_t hi = 0;
-  std::vector<double> rho{};
+  std::vector<std::vector<double>> rho{};
   double cheapest = std::numeric_limits<double>::infinity();
 };
 
@@ -108,14 +108,18 @@ template <class Context>
     rungs.push_back({0, layers});  // the plain share: capacity at full recomputation
   }
   for (auto& r : rungs) {
-    r.rho.assign(ctx.degrees().size(), std::numeric_limits<double>::infinity());
+    r.rho.resize(ctx.degrees().size());
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
-      const auto capacity = std::max(token_capacity(cost, ctx.config(k, {r.hi, false}), ctx.budget()),
-                                     token_capacity(cost, ctx.config(k, {r.hi, true}), ctx.budget()));
-      if (capacity == 0) continue;
-      r.rho[k] = std::max(0.0, dcp::detail::fixed_seconds_of(cost, ctx.config(k))) /
-                 static_cast<double>(capacity);
-      r.cheapest = std::min(r.cheapest, static_cast<double>(ctx.degree(k)) * r.rho[k]);
+      r.rho[k].assign(ctx.style_count(k), std::numeric_limits<double>::infinity());
+      for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
+        const auto sp = ctx.style(k, j);
+        const auto capacity = std::max(token_capacity(cost, ctx.config(k, {r.hi, false}, sp), ctx.budget()),
+                                       token_capacity(cost, ctx.config(k, {r.hi, true}, sp), ctx.budget()));
+        if (capacity == 0) continue;
+        r.rho[k][j] = std::max(0.0, dcp::detail::fixed_seconds_of(cost, ctx.config(k, {}, sp))) /
+                      static_cast<double>(capacity);
+        r.cheapest = std::min(r.cheapest, static_cast<double>(ctx.degree(k)) * r.rho[k][j]);
+      }
     }
   }
   return rungs;
@@ -139,7 +143,7 @@ template <class Context>
     if (options.recompute_ladder) rungs = bound_detail::ladder(ctx, true);
   }
   const double plain_cheapest = shares ? plain[0].cheapest : 0.0;
-  const auto plain_rho = [&](std::size_t k) { return shares ? plain[0].rho[k] : 0.0; };
+  const auto plain_rho = [&](std::size_t k, std::size_t j) { return shares ? plain[0].rho[k][j] : 0.0; };
   // Sample i's least GPU-seconds over the ladder, at every degree or (a sample without a menu)
   // at degree 1 with the cheapest share any degree gives; a sample too large for a rung at a
   // degree is never run there with that recomputation.
@@ -154,13 +158,17 @@ template <class Context>
         continue;
       }
       for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
-        if (r.rho[k] == std::numeric_limits<double>::infinity()) continue;
-        const bool fits = static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, false}))) <= ctx.budget() ||
-                          static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, true}))) <= ctx.budget();
-        if (!fits) continue;
-        best = std::min(best, static_cast<double>(ctx.degree(k)) *
-                                  (bound_detail::marginal_at(cost, shape, ctx.config(k, {r.lo, false})) +
-                                   tokens * r.rho[k]));
+        for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
+          if (r.rho[k][j] == std::numeric_limits<double>::infinity()) continue;
+          const auto sp = ctx.style(k, j);
+          const bool fits =
+              static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, false}, sp))) <= ctx.budget() ||
+              static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, true}, sp))) <= ctx.budget();
+          if (!fits) continue;
+          best = std::min(best, static_cast<double>(ctx.degree(k)) *
+                                    (bound_detail::marginal_at(cost, shape, ctx.config(k, {r.lo, false}, sp)) +
+                                     tokens * r.rho[k][j]));
+        }
       }
     }
     return best;
@@ -183,11 +191,15 @@ template <class Context>
     double cheapest = std::numeric_limits<double>::infinity();
     double fastest = std::numeric_limits<double>::infinity();
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
-      const auto& o = ctx.alone(i, k);
-      if (!o.feasible) continue;
-      cheapest = std::min(cheapest, static_cast<double>(ctx.degree(k)) *
-                                        (ctx.marginal_seconds(i, o, k) + tokens * plain_rho(k)));
-      fastest = std::min(fastest, o.seconds);
+      // Every style the degree allows (one unless automatic): the cheapest of them need not be
+      // the fastest, which is what alone() keeps.
+      for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
+        const auto o = ctx.style_count(k) == 1 ? ctx.alone(i, k) : ctx.evaluate(ctx.shape(i), k, ctx.style(k, j));
+        if (!o.feasible) continue;
+        cheapest = std::min(cheapest, static_cast<double>(ctx.degree(k)) *
+                                          (ctx.marginal_seconds(i, o, k) + tokens * plain_rho(k, j)));
+        fastest = std::min(fastest, o.seconds);
+      }
     }
     if (fastest == std::numeric_limits<double>::infinity()) ctx.throw_does_not_fit(i);
     if (!rungs.empty()) cheapest = std::max(cheapest, ladder_work(i, false));

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
@@ -17,11 +19,39 @@
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
 enum class precision : std::uint8_t { bf16_mixed };
-enum class sequence_parallel : std::uint8_t { ulysses, ring };
+/// How a group of d GPUs shares one sequence. A micro-batch runs one of the first three; a
+/// training run names one of them for every micro-batch or `automatic`, and then the planner
+/// chooses per micro-batch by the cost model, as it chooses the degree.
+///  - ulysses: all-to-all over attention heads (DeepSpeed-Ulysses); d divides the head count.
+///  - ring: K/V chunks passed around a ring of d GPUs (ring attention / context parallelism).
+///  - hybrid: Ulysses over the u GPUs of a node-local sub-group, ring attention over the d/u
+///    sub-groups (USP, Fang & Zhao 2024; LoongTrain's 2D attention): u is
+///    hybrid_ulysses_degree(), the largest power of two that divides the head count and fits a
+///    node; valid where 2 <= u < d.
+///  - automatic: a training-level choice only, never a micro-batch's.
+enum class sequence_parallel : std::uint8_t { ulysses, ring, hybrid, automatic };
 enum class loss_normalisation : std::uint8_t { tokens, samples };
 
 [[nodiscard]] constexpr std::string_view to_string(sequence_parallel sp) noexcept {
-  return sp == sequence_parallel::ulysses ? "ulysses" : "ring";
+  switch (sp) {
+    case sequence_parallel::ulysses: return "ulysses";
+    case sequence_parallel::ring: return "ring";
+    case sequence_parallel::hybrid: return "hybrid";
+    case sequence_parallel::automatic: return "auto";
+  }
+  return "unknown";
+}
+
+/// The style named `text` ("ulysses", "ring", "hybrid", "auto"), or nullopt.
+[[nodiscard]] constexpr std::optional<sequence_parallel> parse_sequence_parallel(std::string_view text) noexcept {
+  for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid,
+                  sequence_parallel::automatic})
+    if (to_string(sp) == text) return sp;
+  return std::nullopt;
+}
+
+[[nodiscard]] constexpr bool is_known(sequence_parallel sp) noexcept {
+  return static_cast<unsigned>(sp) <= static_cast<unsigned>(sequence_parallel::automatic);
 }
 [[nodiscard]] constexpr std::string_view to_string(loss_normalisation n) noexcept {
   return n == loss_normalisation::tokens ? "tokens" : "samples";
@@ -57,9 +87,9 @@ struct training_spec {
       throw invalid_spec("training: mixed_precision = " +
                          std::to_string(static_cast<unsigned>(mixed_precision)) +
                          ", must be bf16_mixed");
-    if (sp != sequence_parallel::ulysses && sp != sequence_parallel::ring)
+    if (!is_known(sp))
       throw invalid_spec("training: sp = " + std::to_string(static_cast<unsigned>(sp)) +
-                         ", must be ulysses or ring");
+                         ", must be ulysses, ring, hybrid or auto");
     if (normalise_by != loss_normalisation::tokens && normalise_by != loss_normalisation::samples)
       throw invalid_spec("training: normalise_by = " +
                          std::to_string(static_cast<unsigned>(normalise_by)) +
@@ -130,6 +160,57 @@ inline std::ostream& operator<<(std::ostream& os, const recompute_setting& r) {
   return os << to_string(r);
 }
 
+/// The Ulysses degree inside a hybrid group: the largest power of two that divides the head
+/// count, is at most the GPUs of a node and at most `degree` (1 when the heads are odd).
+[[nodiscard]] constexpr std::int64_t hybrid_ulysses_degree(std::int64_t degree, const model_spec& model,
+                                                           const cluster_spec& cluster) noexcept {
+  std::int64_t u = 1;
+  while (u * 2 <= degree && u * 2 <= cluster.gpus_per_node && model.heads % (u * 2) == 0) u *= 2;
+  return u;
+}
+
+/// The styles a micro-batch of `degree` GPUs may run when the training run names `sp`: that one
+/// style where it is valid at the degree (for `hybrid`: Ulysses where the degree fits a node's
+/// Ulysses group, hybrid beyond), or under `automatic` every valid one (ulysses, ring, hybrid in
+/// that order); at degree 1 one entry, the style being moot. Empty when none is valid (a
+/// Ulysses degree that does not divide the heads).
+[[nodiscard]] inline std::vector<sequence_parallel> styles_at(sequence_parallel sp, std::int64_t degree,
+                                                              const model_spec& model,
+                                                              const cluster_spec& cluster) {
+  const bool ulysses = model.heads % degree == 0;
+  const auto u = hybrid_ulysses_degree(degree, model, cluster);
+  const bool hybrid = u >= 2 && u < degree;
+  if (degree <= 1) return {sp == sequence_parallel::automatic || sp == sequence_parallel::hybrid
+                               ? sequence_parallel::ulysses : sp};
+  switch (sp) {
+    case sequence_parallel::ulysses:
+      if (ulysses) return {sp};
+      return {};
+    case sequence_parallel::ring: return {sp};
+    case sequence_parallel::hybrid:
+      if (hybrid) return {sp};
+      if (u == degree) return {sequence_parallel::ulysses};
+      return {sequence_parallel::ring};  // heads too few for any Ulysses split
+    case sequence_parallel::automatic: {
+      std::vector<sequence_parallel> out;
+      if (ulysses) out.push_back(sequence_parallel::ulysses);
+      out.push_back(sequence_parallel::ring);
+      if (hybrid) out.push_back(sequence_parallel::hybrid);
+      return out;
+    }
+  }
+  return {};
+}
+
+/// The first of styles_at(sp, degree, ...), or `sp` itself where none is valid (so that
+/// validate(execution_config) names the reason); degree < 1 gives `sp`.
+[[nodiscard]] inline sequence_parallel default_style(sequence_parallel sp, std::int64_t degree,
+                                                     const model_spec& model, const cluster_spec& cluster) {
+  if (degree < 1) return sp;
+  const auto styles = styles_at(sp, degree, model, cluster);
+  return styles.empty() ? sp : styles.front();
+}
+
 /// What a micro-batch runs with: a group of `degree` GPUs sharing each sequence.
 struct execution_config {
   std::int64_t degree = 1;
@@ -159,9 +240,18 @@ inline void validate(const execution_config& config, const model_spec& model,
     throw invalid_spec("execution config: Ulysses degree = " + std::to_string(d) +
                        " does not divide the " + std::to_string(model.heads) +
                        " attention heads of " + model.name);
-  if (config.sp != sequence_parallel::ulysses && config.sp != sequence_parallel::ring)
+  if (config.sp != sequence_parallel::ulysses && config.sp != sequence_parallel::ring &&
+      config.sp != sequence_parallel::hybrid)
     throw invalid_spec("execution config: sp = " + std::to_string(static_cast<unsigned>(config.sp)) +
-                       ", must be ulysses or ring");
+                       ", must be ulysses, ring or hybrid (auto is a training-level choice)");
+  if (config.sp == sequence_parallel::hybrid) {
+    const auto u = hybrid_ulysses_degree(d, model, cluster);
+    if (u < 2 || u >= d)
+      throw invalid_spec("execution config: hybrid degree = " + std::to_string(d) + " splits into Ulysses " +
+                         std::to_string(u) + " x ring " + std::to_string(d / u) + " (" + model.name + ", " +
+                         std::to_string(model.heads) + " heads, " + std::to_string(cluster.gpus_per_node) +
+                         " GPUs per node): hybrid needs both parts >= 2");
+  }
   if (config.recompute.layers < 0 || config.recompute.layers > model.layers)
     throw invalid_spec("execution config: recompute layers = " +
                        std::to_string(config.recompute.layers) + ", must be in [0, " +

@@ -74,6 +74,7 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
     step.first_rank = first_rank;
     step.config = base;
     step.config.recompute = b.run.recompute;
+    if (base.degree > 1) step.config.sp = b.run.sp;
     step.samples = std::move(b.samples);
     step.start_seconds = start;
     step.seconds = b.run.seconds;

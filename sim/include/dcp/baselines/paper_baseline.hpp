@@ -98,7 +98,7 @@ public:
                    : ctx.budget()) {}
 
   [[nodiscard]] placement solve() {
-    validate(execution_config{options_.degree, ctx_.sp(), {}}, ctx_.problem().cost.model(),
+    validate(execution_config{options_.degree, default_style(ctx_.sp(), options_.degree, ctx_.problem().cost.model(), ctx_.problem().cost.cluster()), {}}, ctx_.problem().cost.model(),
              ctx_.problem().cost.cluster());
     const auto k = degree_index_of(ctx_, options_.degree);
     // Buckets in order of their longest sample; batches of the bucket's batch size.

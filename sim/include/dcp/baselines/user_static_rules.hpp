@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -84,7 +85,8 @@ template <class Peak>
 template <class Peak>
 [[nodiscard]] std::int64_t smallest_fitting_degree(const std::vector<std::int64_t>& degrees,
                                                    const std::vector<sample>& kinds, std::int64_t limit,
-                                                   sequence_parallel sp, recompute_setting setting,
+                                                   const std::function<sequence_parallel(std::int64_t)>& style_at,
+                                                   recompute_setting setting,
                                                    const Peak& peak, double capacity_bytes, std::string_view who,
                                                    std::int64_t gpus, std::int64_t batch_tokens, std::string& tried,
                                                    std::int64_t max_samples = 0) {
@@ -94,7 +96,7 @@ template <class Peak>
                std::to_string(limit) + "-token share of the " + std::to_string(batch_tokens) + "-token step";
       continue;
     }
-    const double bytes = worst_peak(kinds, limit, execution_config{d, sp, setting}, peak, max_samples);
+    const double bytes = worst_peak(kinds, limit, execution_config{d, style_at(d), setting}, peak, max_samples);
     if (bytes <= capacity_bytes) return d;
     tried += (tried.empty() ? "" : ", ") + std::to_string(d) + " would run out of memory (" + gib_of(bytes) + ")";
   }
@@ -114,6 +116,7 @@ template <class Peak>
                                                                 double capacity_bytes) {
   const auto window = detail::longest_tokens(kinds);
   const auto degrees = allowed_degrees(model, cluster, training.sp);
+  const auto style_at = [&](std::int64_t d) { return default_style(training.sp, d, model, cluster); };
   const auto setting = setting_of(recompute, model.layers);
   // A window packed full of the shortest kind may need more memory than the longest sample
   // (per-sample state such as a DiT's caption activations): then the user caps the samples
@@ -127,7 +130,7 @@ template <class Peak>
   for (;;) {
     try {
       tried.clear();
-      degree = detail::smallest_fitting_degree(degrees, kinds, window, training.sp, setting, peak, capacity_bytes,
+      degree = detail::smallest_fitting_degree(degrees, kinds, window, style_at, setting, peak, capacity_bytes,
                                                "megatron-static", cluster.gpus, batch_tokens, tried, cap);
       break;
     } catch (const invalid_spec&) {
@@ -159,14 +162,15 @@ template <class Peak>
                                                               double capacity_bytes) {
   const auto longest = detail::longest_tokens(kinds);
   const auto full = recompute_setting::full(model.layers);
+  const auto style_at = [&](std::int64_t d) { return default_style(training.sp, d, model, cluster); };
   std::vector<sample> longest_kind;
   for (const auto& k : kinds)
     if (k.tokens == longest) longest_kind.push_back(k);
   std::string tried;
   const auto degree = detail::smallest_fitting_degree(allowed_degrees(model, cluster, training.sp), longest_kind,
-                                                      longest, training.sp, full, peak, capacity_bytes,
+                                                      longest, style_at, full, peak, capacity_bytes,
                                                       "ulysses-static", cluster.gpus, batch_tokens, tried);
-  const execution_config config{degree, training.sp, full};
+  const execution_config config{degree, style_at(degree), full};
   const auto floor_tokens = (longest + degree - 1) / degree;
   std::int64_t per_rank = 1;
   while (per_rank < (std::int64_t{1} << 40) &&

@@ -234,7 +234,7 @@ public:
       throw invalid_spec("verl_balanced_dp: ulysses_degree = " + std::to_string(options.ulysses_degree) +
                          ", must be >= 0");
     if (options.ulysses_degree > 0) {
-      validate(execution_config{options.ulysses_degree, ctx.sp(), {}}, ctx.problem().cost.model(),
+      validate(execution_config{options.ulysses_degree, default_style(ctx.sp(), options.ulysses_degree, ctx.problem().cost.model(), ctx.problem().cost.cluster()), {}}, ctx.problem().cost.model(),
                ctx.problem().cost.cluster());
       base_ = degree_index_of(ctx, options.ulysses_degree);
     } else {

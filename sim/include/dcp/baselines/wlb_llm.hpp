@@ -81,7 +81,7 @@ public:
 
   [[nodiscard]] placement solve() {
     if (options_.degree > 0) {
-      validate(execution_config{options_.degree, ctx_.sp(), {}}, ctx_.problem().cost.model(),
+      validate(execution_config{options_.degree, default_style(ctx_.sp(), options_.degree, ctx_.problem().cost.model(), ctx_.problem().cost.cluster()), {}}, ctx_.problem().cost.model(),
                ctx_.problem().cost.cluster());
       return plan_at(degree_index_of(ctx_, options_.degree));
     }

@@ -4,13 +4,16 @@
 // (DESIGN §5). This is what dcp-sim prints and docs/results.md reports.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -41,6 +44,9 @@ struct policy_entry {
   /// and simulates what it returns; every returned sample must be one drawn and not yet trained,
   /// unchanged. Without it the policy trains the drawn batch as drawn.
   std::function<std::vector<sample>(std::span<const sample>)> admit{};
+  /// The index its simulated noise mixes in; default its position in the run's list (a run of
+  /// one policy, as run_choosing_styles makes, keeps the seed the full list would give it).
+  std::optional<std::size_t> noise_index{};
 };
 
 /// What a framework would have measured for each micro-step of `plan` in the simulated step:
@@ -79,6 +85,10 @@ struct scenario {
   /// planner's analytic constants, for every policy.
   sim::truth_constants truth{};
   analytic_constants planner{};
+  /// The style the truth bound assumes, if not training.sp: run_choosing_styles bounds a
+  /// fixed-style run with the automatic bound, the least over styles, so that every row's gap
+  /// is against the same bound.
+  std::optional<sequence_parallel> bound_style{};
 };
 
 /// The static layouts users configure (baselines/user_static.hpp), by policy name: "your
@@ -345,6 +355,9 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   std::vector<detail::admission_ledger> ledgers(policies.size());
   std::uint64_t id_base = 0;
   const sim::truth_model truth(sc.model, sc.cluster, sc.training, sc.truth);
+  training_spec bounded = sc.training;
+  if (sc.bound_style) bounded.sp = *sc.bound_style;
+  const sim::truth_model bound_truth(sc.model, sc.cluster, bounded, sc.truth);
   const auto total = sc.steps * static_cast<std::int64_t>(policies.size());
   std::int64_t done = 0;
   for (std::int64_t step = 0; step < sc.steps; ++step) {
@@ -353,7 +366,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
     validate_batch(batch);  // also bounds the total, so the sum below cannot overflow
     std::int64_t tokens = 0;
     for (const auto& s : batch) tokens += s.tokens;
-    const double bound = sim::truth_lower_bound_seconds(batch, truth);
+    const double bound = sim::truth_lower_bound_seconds(batch, bound_truth);
     const auto unique = any_admits ? detail::run_unique(batch, id_base) : std::vector<sample>{};
     for (std::size_t k = 0; k < policies.size(); ++k) {
       step_record record;
@@ -373,7 +386,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       const double planning_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       sim::sim_options options;
-      options.seed = seed * 1000003ull + k;
+      options.seed = seed * 1000003ull + policies[k].noise_index.value_or(k);
       auto simulated = sim::simulate(plan, trained, truth, options);
       sim::sim_options quiet = options;
       quiet.noise_sigma = 0;
@@ -381,7 +394,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       record.noise_free_makespan_seconds = noise_free.makespan_seconds;
       record.noise_free_step_seconds = noise_free.step_seconds;
       if (policies[k].admit) {
-        record.bound_seconds = sim::truth_lower_bound_seconds(trained, truth);
+        record.bound_seconds = sim::truth_lower_bound_seconds(trained, bound_truth);
       } else {
         record.tokens = tokens;
         record.bound_seconds = bound;
@@ -399,6 +412,140 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       if (step == 0) out.first_step = std::move(simulated);
       if (progress) progress(++done, total);
     }
+  }
+  summarise(result);
+  return result;
+}
+
+/// Whether a policy chooses the sequence-parallel style per micro-batch when the training style
+/// is sequence_parallel::automatic: ours. Every other policy runs one style for a whole run.
+[[nodiscard]] inline bool chooses_style(std::string_view policy) noexcept {
+  return policy == "dcp" || policy == "dcp-calibrated";
+}
+
+/// evaluation::run for a scenario whose training style is sequence_parallel::automatic. Ours
+/// (chooses_style) plan with it, choosing per micro-batch. Every other policy runs the whole run
+/// under each fixed style — ulysses, ring, hybrid — and keeps the one with the most noise-free
+/// tokens per second, which its note names: a user picks one style for a run, and this picks
+/// each peer's best with hindsight. A style under which a policy cannot plan the batch (a sample
+/// that fits nowhere, a degree its rule needs) is named in the note, and a policy with no style is
+/// left out and named in `skipped` (an error without it). "dcp-fixed-style", after "dcp", is ours
+/// at its own best fixed style: what choosing per micro-batch adds. Every row is bounded by the
+/// automatic scenario's truth bound (the least over styles, sample by sample). `make(s)`
+/// builds the policies for scenario s, the same names in the same order for every style.
+/// `known`: results already run for some fixed styles of the same scenario with make's full
+/// list (evaluation::run, as a scenario matrix has them), used instead of running those again;
+/// their bounds are replaced with the automatic one.
+[[nodiscard]] inline scenario_result run_choosing_styles(
+    const scenario& sc, const std::function<std::vector<policy_entry>(const scenario&)>& make,
+    const std::function<void(std::int64_t, std::int64_t)>& progress = {},
+    std::vector<std::string>* skipped = nullptr,
+    const std::vector<std::pair<sequence_parallel, const scenario_result*>>& known = {}) {
+  constexpr std::array fixed{sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid};
+  const auto adaptive = make(sc);
+  const auto known_result = [&](sequence_parallel style) -> const scenario_result* {
+    for (const auto& [s, r] : known)
+      if (s == style) return r;
+    return nullptr;
+  };
+  // The automatic bound per step, for rows taken from `known`.
+  std::vector<double> bounds;
+  if (!known.empty()) {
+    const sim::truth_model truth(sc.model, sc.cluster, sc.training, sc.truth);
+    for (std::int64_t step = 0; step < sc.steps; ++step)
+      bounds.push_back(sim::truth_lower_bound_seconds(sc.draw(sc.seed + static_cast<std::uint64_t>(step)), truth));
+  }
+  std::vector<std::vector<policy_entry>> per_style;
+  for (auto style : fixed) {
+    scenario s = sc;
+    s.training.sp = style;
+    per_style.push_back(known_result(style) ? std::vector<policy_entry>{} : make(s));
+  }
+  // Runs (step, policy) pairs: ours once, the others once per style, ours once per style too.
+  const auto total = sc.steps * static_cast<std::int64_t>(adaptive.size() * (1 + fixed.size()));
+  std::int64_t done = 0;
+  const auto run_one = [&](const scenario& s, policy_entry entry, std::size_t index) {
+    entry.noise_index = index;
+    scenario bounded = s;
+    bounded.bound_style = sequence_parallel::automatic;
+    auto r = run(bounded, {std::move(entry)}, [&](std::int64_t, std::int64_t) {
+      if (progress) progress(++done, total);
+    });
+    return std::move(r.policies.front());
+  };
+  const auto fresh = [](policy_result p) {
+    policy_result out;
+    out.name = std::move(p.name);
+    out.steps = std::move(p.steps);
+    out.note = std::move(p.note);
+    out.admits = p.admits;
+    out.first_step = std::move(p.first_step);
+    return out;
+  };
+  scenario_result result;
+  result.name = sc.name;
+  result.gpus = sc.cluster.gpus;
+  for (std::size_t k = 0; k < adaptive.size(); ++k) {
+    const auto& name = adaptive[k].name;
+    const bool ours = chooses_style(name);
+    if (ours) result.policies.push_back(fresh(run_one(sc, adaptive[k], k)));
+    if (ours && name != "dcp") continue;
+    // The fixed styles: every other policy, and ours as dcp-fixed-style.
+    std::optional<policy_result> best;
+    std::string tried;
+    for (std::size_t j = 0; j < fixed.size(); ++j) {
+      const std::string style(to_string(fixed[j]));
+      if (const auto* r = known_result(fixed[j])) {
+        const auto* p = detail::find(r->policies, name);
+        if (!p) {
+          tried += (tried.empty() ? "" : "; ") + style + ": not available";
+          continue;
+        }
+        auto copy = *p;
+        if (!copy.admits)
+          for (std::size_t t = 0; t < copy.steps.size() && t < bounds.size(); ++t) copy.steps[t].bound_seconds = bounds[t];
+        tried += (tried.empty() ? "" : "; ") + style + " " +
+                 std::to_string(static_cast<long long>(copy.noise_free_tokens_per_s)) + " tokens/s";
+        if (!best || copy.noise_free_tokens_per_s > best->noise_free_tokens_per_s) {
+          copy.note = style;
+          best = std::move(copy);
+        }
+        continue;
+      }
+      const auto& list = per_style[j];
+      const auto it = std::find_if(list.begin(), list.end(), [&](const policy_entry& p) { return p.name == name; });
+      if (it == list.end()) {
+        tried += (tried.empty() ? "" : "; ") + style + ": not available";
+        continue;
+      }
+      scenario s = sc;
+      s.training.sp = fixed[j];
+      try {
+        auto r = run_one(s, *it, k);
+        tried += (tried.empty() ? "" : "; ") + style + " " + std::to_string(static_cast<long long>(r.noise_free_tokens_per_s)) +
+                 " tokens/s";
+        if (!best || r.noise_free_tokens_per_s > best->noise_free_tokens_per_s) {
+          r.note = style;
+          best = std::move(r);
+        }
+      } catch (const dcp::error& e) {
+        tried += (tried.empty() ? "" : "; ") + style + ": " + e.what();
+      }
+    }
+    if (!best) {
+      if (!skipped) throw error(name + " runs under no sequence-parallel style (" + tried + ")");
+      skipped->push_back(name + ": no style runs it (" + tried + ")");
+      continue;
+    }
+    auto row = fresh(std::move(*best));
+    const std::string style = row.note;
+    row.note = (adaptive[k].note.empty() ? "" : adaptive[k].note + "; ") + "its best fixed style over the run: " + style +
+               " (noise free: " + tried + ")";
+    if (ours) {
+      row.name = "dcp-fixed-style";
+      row.note = "ours at its best single style for the run: " + style + " (noise free: " + tried + ")";
+    }
+    result.policies.push_back(std::move(row));
   }
   summarise(result);
   return result;

@@ -179,6 +179,7 @@ struct micro_step_parts {
   double latency_seconds = 0;         ///< collectives x NCCL latency
   double overhead_seconds = 0;        ///< kernel launches and framework work
   double overlapped_seconds = 0;      ///< compute that hides transfers (ring attention), else 0
+  double exposed_transfer_seconds = 0;  ///< NVLink transfers nothing hides (a hybrid's all-to-alls)
   double intra_node_bytes = 0;        ///< per GPU over NVLink
   double intra_node_seconds = 0;      ///< their transfer time
   double host_seconds = 0;            ///< the host's time to issue the kernels
@@ -190,7 +191,7 @@ struct micro_step_parts {
   /// Everything that does not overlap with transfers.
   [[nodiscard]] double serial_seconds() const noexcept {
     return gemm_seconds + attention_seconds + memory_bound_seconds + latency_seconds +
-           overhead_seconds - overlapped_seconds;
+           overhead_seconds + exposed_transfer_seconds - overlapped_seconds;
   }
   [[nodiscard]] double compute_seconds() const noexcept {
     return gemm_seconds + attention_seconds + memory_bound_seconds;
@@ -520,7 +521,15 @@ private:
     const double h_kv = static_cast<double>(model_.kv_hidden());
     const double tokens = static_cast<double>(s.tokens);
     const double per_gpu = tokens / d;
-    const bool ring = c.degree > 1 && c.sp == sequence_parallel::ring;
+    // The Ulysses part u and ring part r of the degree (d = u r): (d, 1) Ulysses, (1, d) ring,
+    // a hybrid's node-local Ulysses group and the ring over those groups.
+    const std::int64_t u_members = c.degree <= 1 ? 1
+                                   : c.sp == sequence_parallel::ulysses ? c.degree
+                                   : c.sp == sequence_parallel::hybrid
+                                       ? hybrid_ulysses_degree(c.degree, model_, cluster_)
+                                       : 1;
+    const double u = static_cast<double>(u_members);
+    const double r = d / u;
 
     // GEMMs: 6 N per token, full recompute one more forward of the recomputed blocks (§2.1,
     // §2.2; cross-attention k/v act on the caption, not on these tokens), at
@@ -535,10 +544,11 @@ private:
     // recomputed blocks one more forward; the fitted FA3 curves make a sequence of s tokens
     // cost (pairs + s_half * rows) / (eta_max R) per unit of 4h. Ulysses runs whole sequences
     // on h/d of the heads (rows = s); ring runs s/d query rows against d key chunks, so each
-    // GPU pays the per-row cost d times (§3.3: lower efficiency on (s/d) tiles).
+    // GPU pays the per-row cost d times (§3.3: lower efficiency on (s/d) tiles); a hybrid runs
+    // s/r rows of h/u heads against r chunks, r times the per-row cost.
     const double text = static_cast<double>(model_.text_tokens);
     const double pairs = s.attention_pairs + tokens * text;
-    const double row_passes = (model_.has_cross_attention() ? 2.0 : 1.0) * tokens * (ring ? d : 1.0);
+    const double row_passes = (model_.has_cross_attention() ? 2.0 : 1.0) * tokens * r;
     const double forward_per_layer = 4.0 * h * (pairs + forward_.half * row_passes) / (forward_.max * peak);
     const double backward_per_layer = 4.0 * h * (pairs + backward_.half * row_passes) / (backward_.max * peak);
     out.attention_seconds =
@@ -556,37 +566,48 @@ private:
 
     out.crosses_nodes = layout.crosses_nodes();
     out.nic_bandwidth = cluster_.nic_bandwidth;
-    if (c.degree > 1 && !ring) {
+    if (u_members > 1) {
       // Ulysses: 4 all-to-alls per pass (Q, K, V, O), passes = forward + backward + recompute;
-      // per GPU (s/d)(2h + 2h_kv) 2 bytes per pass (§3.2). A share (g-1)/d stays on NVLink, the
-      // share (d-g)/d leaves through the NIC; both run at once (§1.2 [S] nccl-tests#130).
+      // per GPU (s/d)(2h + 2h_kv) 2 bytes per pass (§3.2). A share (g-1)/u stays on NVLink, the
+      // share (u-g)/u leaves through the NIC; both run at once (§1.2 [S] nccl-tests#130). A
+      // hybrid's Ulysses group is node-local (u divides the node), its all-to-alls serial
+      // before and after the ring, which hides nothing of them.
+      const bool whole = u_members == c.degree;
       const double passes = 2.0 * layers + recomputed;
       const double per_pass = per_gpu * (2.0 * h + 2.0 * h_kv) * 2.0;
-      const double in_node = static_cast<double>(layout.min_per_node);
-      const double remote = layout.crosses_nodes() ? d - in_node : 0.0;
-      const double local = layout.crosses_nodes() ? in_node - 1.0 : d - 1.0;
-      out.intra_node_bytes = passes * per_pass * local / d;
-      out.inter_node_bytes = passes * per_pass * remote / d;
-      out.intra_node_seconds = out.intra_node_bytes / cluster_.nvlink_bandwidth;
-      out.collectives = static_cast<std::int64_t>(4.0 * passes);
+      const bool spans = whole && layout.crosses_nodes();
+      const double in_node = spans ? static_cast<double>(layout.min_per_node) : u;
+      const double remote = spans ? u - in_node : 0.0;
+      const double local = in_node - 1.0;
+      const double intra = passes * per_pass * local / u;
+      out.intra_node_bytes += intra;
+      out.inter_node_bytes += passes * per_pass * remote / u;
+      if (whole) out.intra_node_seconds += intra / cluster_.nvlink_bandwidth;
+      else out.exposed_transfer_seconds += intra / cluster_.nvlink_bandwidth;
+      out.collectives += static_cast<std::int64_t>(4.0 * passes);
       // tuning.cc: an all-to-all of n ranks takes n steps; those to other nodes are network steps.
-      out.latency_seconds = 4.0 * passes * collective_latency(d - remote, remote);
+      out.latency_seconds += 4.0 * passes * collective_latency(u - remote, remote);
       kernels += 4.0 * passes;
-    } else if (ring) {
-      // Ring: (d-1) steps per layer forward passing K and V chunks, twice that backward, the
+    }
+    if (r > 1) {
+      // Ring: (r-1) steps per layer forward passing K and V chunks, twice that backward, the
       // recomputed forward once more (§3.3); hidden behind the attention of the same pass. A
-      // ring step waits for its slowest hop: the NIC when the group crosses nodes.
-      const double steps = (d - 1.0) * (3.0 * layers + recomputed);
+      // ring step waits for its slowest hop: the NIC when the group crosses nodes (every hop of
+      // a hybrid's ring, whose members sit u ranks apart, when it does).
+      const double steps = (r - 1.0) * (3.0 * layers + recomputed);
       const double bytes = steps * per_gpu * 2.0 * h_kv * 2.0;
-      out.intra_node_bytes = bytes;
-      out.intra_node_seconds = bytes / cluster_.nvlink_bandwidth;
-      if (layout.crosses_nodes()) out.inter_node_bytes = bytes;
+      const bool hybrid = u_members > 1;
+      if (!hybrid || !layout.crosses_nodes()) {
+        out.intra_node_bytes += bytes;
+        out.intra_node_seconds += bytes / cluster_.nvlink_bandwidth;
+      }
+      if (layout.crosses_nodes()) out.inter_node_bytes += bytes;
       out.overlapped_seconds = out.attention_seconds;
-      out.collectives = static_cast<std::int64_t>(steps);
-      out.latency_seconds = steps * collective_latency(layout.crosses_nodes() ? 0.0 : 1.0,
-                                                       layout.crosses_nodes() ? 1.0 : 0.0);
-      // d attention steps per layer and pass, each with its own kernels (the P2P pair included).
-      kernels += d * (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
+      out.collectives += static_cast<std::int64_t>(steps);
+      out.latency_seconds += steps * collective_latency(layout.crosses_nodes() ? 0.0 : 1.0,
+                                                        layout.crosses_nodes() ? 1.0 : 0.0);
+      // r attention steps per layer and pass, each with its own kernels (the P2P pair included).
+      kernels += r * (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
                       constants_.ring_backward_kernels_per_step * layers);
     }
     out.overhead_seconds = kernels * constants_.kernel_launch_seconds + constants_.framework_seconds;

@@ -172,7 +172,7 @@ double append_step(placement& out, rank_clock& clock, const Context& ctx, std::i
                    std::size_t k, std::vector<std::size_t> items, const degree_option& run) {
   placed_micro_step step;
   step.first_rank = first_rank;
-  step.config = ctx.config(k, run.recompute);
+  step.config = ctx.config_of(k, run);
   step.samples = std::move(items);
   step.start_seconds = clock.ready(first_rank, ctx.degree(k));
   step.seconds = run.seconds;
