@@ -91,6 +91,9 @@ public:
     out.policy = std::move(placed.policy);
     out.best_static_seconds = placed.best_static_seconds;
     out.best_static_degree = placed.best_static_degree;
+    for (const auto& m : placed.micro_steps)
+      if (m.config.sp == sequence_parallel::hybrid)
+        out.hybrid_ulysses_degree = hybrid_ulysses_degree(m.config.degree, cost_.model(), cost_.cluster());
     if (samples.empty()) {
       out.fingerprint = compute_fingerprint(out);
       return out;

@@ -275,13 +275,15 @@ class StepPlan(_Record):
     best_static_seconds: float
     best_static_degree: int
     barriers: List[int]
+    hybrid_ulysses_degree: int
     policy: str
     fingerprint: int
     def __init__(self, micro_steps: Iterable[MicroStep] = ..., gpus: int = ...,
                  gpus_per_node: int = ..., makespan_seconds: float = ...,
                  lower_bound_seconds: float = ..., memory_budget_bytes: float = ...,
                  gradient_sync_seconds: float = ..., best_static_seconds: float = ...,
-                 best_static_degree: int = ..., barriers: Iterable[int] = ..., policy: str = ...,
+                 best_static_degree: int = ..., barriers: Iterable[int] = ...,
+                 hybrid_ulysses_degree: int = ..., policy: str = ...,
                  fingerprint: int = ...) -> None: ...
     @property
     def gap(self) -> float: ...

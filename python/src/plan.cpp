@@ -114,6 +114,8 @@ void bind_plan(py::module_& m) {
       .field("best_static_degree", &step_plan::best_static_degree, "its degree")
       .field("barriers", &step_plan::barriers,
              "world barriers as sequence numbers: no micro-step numbered >= b starts before all below b ended")
+      .field("hybrid_ulysses_degree", &step_plan::hybrid_ulysses_degree,
+             "Ulysses degree inside each hybrid micro-step's group (0: none is hybrid)")
       .field("policy", &step_plan::policy, "the placement that produced the plan")
       .field("fingerprint", &step_plan::fingerprint, "64-bit hash ranks compare to prove they agree")
       .finish(&plan_repr)

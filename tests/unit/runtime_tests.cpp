@@ -395,6 +395,113 @@ TEST_CASE("Runtime.RunStep.world_barrier_holds_later_micro_steps") {
   });
 }
 
+namespace {
+
+// A plan on 8 ranks in nodes of 4: a hybrid micro-step over all 8 (Ulysses 4 in each node, rings
+// of 2 across), then one on ranks 0-3 with Ulysses and a hybrid one on ranks 0-7 again.
+step_plan hybrid_plan() {
+  step_plan plan;
+  plan.gpus = 8;
+  plan.gpus_per_node = 4;
+  plan.hybrid_ulysses_degree = 4;
+  const auto add = [&](std::int64_t first, std::int64_t degree, sequence_parallel sp) {
+    micro_step m;
+    m.sequence = static_cast<std::int64_t>(plan.micro_steps.size());
+    m.first_rank = first;
+    m.config = {degree, sp, {}};
+    m.sample_ids = {static_cast<std::uint64_t>(m.sequence)};
+    m.loss_scale = 1.0 / 3.0;
+    plan.micro_steps.push_back(m);
+  };
+  add(0, 8, sequence_parallel::hybrid);
+  add(0, 4, sequence_parallel::ulysses);
+  add(0, 8, sequence_parallel::hybrid);
+  plan.fingerprint = compute_fingerprint(plan);
+  return plan;
+}
+
+// Records, per hybrid micro-step, the world ranks of its three groups (gathered over each).
+struct hybrid_recorder {
+  struct groups_seen {
+    std::int64_t sequence;
+    std::vector<std::int64_t> whole, ulysses, ring;
+  };
+  std::vector<groups_seen> hybrid;
+  std::vector<std::int64_t> plain;  // sequences run on one group
+  execution_report run(const micro_step& m, in_process_communicator&, recompute_setting, double) {
+    plain.push_back(m.sequence);
+    return {};
+  }
+  execution_report run(const micro_step& m, hybrid_groups<in_process_communicator> g, recompute_setting, double) {
+    const std::int64_t mine[1] = {g.whole.world_rank()};
+    hybrid.push_back({m.sequence, g.whole.all_gather(mine), g.ulysses.all_gather(mine), g.ring.all_gather(mine)});
+    return {};
+  }
+};
+static_assert(hybrid_executor<hybrid_recorder, in_process_communicator>);
+static_assert(!hybrid_executor<recording_executor, in_process_communicator>);
+
+}  // namespace
+
+TEST_CASE("Runtime.RunStep.hybrid_micro_steps_get_their_ulysses_and_ring_sub_groups") {
+  const auto plan = hybrid_plan();
+  collected failures;
+  run_ranks(8, [&](in_process_communicator& comm) {
+    group_cache<in_process_communicator> cache(comm);
+    hybrid_recorder executor;
+    const auto reports = run_step(comm, cache, plan, executor);
+    const auto rank = static_cast<std::int64_t>(comm.rank());
+    const auto where = "rank " + std::to_string(rank) + ": ";
+    if (reports.size() != (rank < 4 ? 3u : 2u)) failures.add(where + "ran " + std::to_string(reports.size()));
+    if (executor.hybrid.size() != 2) {
+      failures.add(where + std::to_string(executor.hybrid.size()) + " hybrid calls");
+      return;
+    }
+    for (const auto& seen : executor.hybrid) {
+      const std::vector<std::int64_t> ring{rank % 4, rank % 4 + 4};
+      if (seen.whole != iota(0, 8) || seen.ulysses != iota(rank / 4 * 4, 4) || seen.ring != ring)
+        failures.add(where + "wrong sub-groups for micro-step " + std::to_string(seen.sequence));
+    }
+    if (executor.plain != (rank < 4 ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{}))
+      failures.add(where + "plain micro-steps out of order");
+    // Degrees 4 and 8, and one ring split for degree 8.
+    if (cache.entries() != 3 || cache.rings() != 1)
+      failures.add(where + "cache holds " + std::to_string(cache.entries()) + " entries");
+  });
+  CHECK_MESSAGE(failures.lines.empty(), failures.text());
+}
+
+TEST_CASE("Runtime.RunStep.hybrid_plan_refused_by_an_executor_without_sub_groups_or_a_bad_split") {
+  // Every rank refuses before any micro-step runs, naming the micro-step.
+  collected messages;
+  run_ranks(8, [&](in_process_communicator& comm) {
+    group_cache<in_process_communicator> cache(comm);
+    recording_executor executor;
+    messages.add(message_of([&] { (void)run_step(comm, cache, hybrid_plan(), executor); }));
+    if (!executor.calls.empty()) messages.add("ran a micro-step");
+  });
+  REQUIRE(messages.lines.size() == 8);
+  for (const auto& m : messages.lines) CHECK(contains(m, "micro-step 0 (index 0) is hybrid"));
+  auto bad = hybrid_plan();
+  bad.hybrid_ulysses_degree = 8;  // not below the degree
+  bad.fingerprint = compute_fingerprint(bad);
+  collected split;
+  run_ranks(8, [&](in_process_communicator& comm) {
+    group_cache<in_process_communicator> cache(comm);
+    hybrid_recorder executor;
+    split.add(message_of([&] { (void)run_step(comm, cache, bad, executor); }));
+  });
+  REQUIRE(split.lines.size() == 8);
+  for (const auto& m : split.lines) CHECK(contains(m, "plan.hybrid_ulysses_degree = 8, must be a power of two in [2, degree)"));
+  // validate_plan names it too.
+  std::vector<sample> batch;
+  for (std::uint64_t id = 0; id < 3; ++id) batch.push_back(text_sample(id, 1000));
+  CHECK_THROWS_WITH_AS(validate_plan(bad, batch, 8), doctest::Contains("with plan.hybrid_ulysses_degree = 8"),
+                       invalid_plan);
+  auto good = hybrid_plan();
+  CHECK_NOTHROW(validate_plan(good, batch, 8));
+}
+
 TEST_CASE("Runtime.RunStep.executor_failure_names_rank_and_micro_step") {
   const auto& plan = plan_on_8_gpus();
   const auto rank1 = plan.steps_of(1);

@@ -141,6 +141,10 @@ TEST_CASE("Style.Planner.auto_runs_the_2m_batch_that_ulysses_cannot_hold_choosin
   const auto back = read_plan_json(to_json(plan), "plan.json");
   REQUIRE(back.micro_steps.size() == plan.micro_steps.size());
   for (std::size_t i = 0; i < plan.micro_steps.size(); ++i) CHECK(back.micro_steps[i].config == plan.micro_steps[i].config);
+  // The runtime's split of every hybrid group: Ulysses over the node, ring across.
+  CHECK(plan.hybrid_ulysses_degree == 8);
+  CHECK(back.hybrid_ulysses_degree == 8);
+  CHECK(compute_fingerprint(back) == plan.fingerprint);
 }
 
 TEST_CASE("Style.Bound.the_automatic_bound_is_at_most_every_fixed_styles_bound") {

@@ -187,6 +187,7 @@ inline void write_json(std::ostream& os, const step_plan& plan, const json_optio
     os << ']';
   };
 
+  if (plan.hybrid_ulysses_degree != 0) w.field("hybrid_ulysses_degree", plan.hybrid_ulysses_degree);
   if (!plan.barriers.empty()) {  // optional: most plans have none
     w.key("barriers");
     os << '[';

@@ -586,6 +586,8 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
       json::reject(*fingerprint, where + ".fingerprint",
                    json::describe(*fingerprint) + ", expected 16 lowercase hex digits");
   }
+  if (const auto* u = doc.find("hybrid_ulysses_degree"))
+    plan.hybrid_ulysses_degree = json::at_least<std::int64_t>(*u, where + ".hybrid_ulysses_degree", 0);
   if (const auto* barriers = doc.find("barriers")) {
     const auto& items = json::require(*barriers, kind::array, where + ".barriers").items;
     plan.barriers.reserve(items.size());
@@ -721,6 +723,18 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
     if (m.config.recompute.layers < 0)
       throw invalid_plan(path + ".recompute.layers = " + std::to_string(m.config.recompute.layers) +
                          ", must be >= 0");
+    if (m.config.sp != sequence_parallel::ulysses && m.config.sp != sequence_parallel::ring &&
+        m.config.sp != sequence_parallel::hybrid)
+      throw invalid_plan(path + ".sp = " + std::string(to_string(m.config.sp)) + ", must be ulysses, ring or hybrid");
+    if (m.config.sp == sequence_parallel::hybrid) {
+      // 2 <= u < d, u a power of two (so it divides d): a Ulysses group and a ring of >= 2.
+      const auto u = plan.hybrid_ulysses_degree;
+      if (u < 2 || (u & (u - 1)) != 0 || u >= d || u > plan.gpus_per_node)
+        throw invalid_plan(path + " is hybrid at degree " + std::to_string(d) + " with plan.hybrid_ulysses_degree = " +
+                           std::to_string(u) + ", must be a power of two in [2, " +
+                           std::to_string(std::min(d - 1, plan.gpus_per_node)) +
+                           "] (below the degree, within a node of " + std::to_string(plan.gpus_per_node) + ")");
+    }
     if (m.loss_units < 0)
       throw invalid_plan(path + ".loss_units = " + std::to_string(m.loss_units) + ", must be >= 0");
     amount(path, "loss_scale", m.loss_scale, 1.0);

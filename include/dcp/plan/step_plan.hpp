@@ -69,6 +69,9 @@ struct step_plan {
   /// (a policy that synchronises the world between iterations, e.g. an optimizer step each).
   /// Empty for dcp's own policies: groups start as soon as their ranks are free.
   std::vector<std::int64_t> barriers{};
+  /// The Ulysses degree u inside every hybrid micro-step's group (hybrid_ulysses_degree of the
+  /// model and cluster; the ring runs over degree / u sub-groups): 0 when none is hybrid.
+  std::int64_t hybrid_ulysses_degree = 0;
   std::string policy{};               ///< the placement that produced it
   std::uint64_t fingerprint = 0;
 
@@ -151,6 +154,7 @@ private:
   // Ranks that disagree on a barrier would wait in different collectives; a plan without
   // barriers hashes as before they existed.
   for (auto b : plan.barriers) h.i64(b);
+  if (plan.hybrid_ulysses_degree != 0) h.i64(plan.hybrid_ulysses_degree);  // likewise
   return h.value();
 }
 

@@ -28,11 +28,24 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 ///     recompute setting r, multiplying the micro-batch's mean loss by s, accumulating gradients.
 ///  2. Semantics: a failure throws (run_step adds the rank and micro-step); gradients are only
 ///     all-reduced after the step, by the framework, so run order within a rank is the plan's.
+///  3. Optional, for plans with hybrid micro-steps (sequence_parallel::hybrid):
+///     `e.run(m, hybrid_groups<G>{whole, ulysses, ring}, r, s)` -> `execution_report`: the same,
+///     with the all-to-alls over `ulysses` (node-local) and ring attention over `ring`
+///     (hybrid_executor). run_step refuses a plan with a hybrid micro-step, on every rank before
+///     any runs, for an executor without it.
 /// Models: the recording executors of tests/unit/runtime_tests.cpp; framework adapters later.
 template <class E, class G>
 concept micro_batch_executor =
     requires(E& e, const micro_step& m, G& group, recompute_setting r, double loss_scale) {
       { e.run(m, group, r, loss_scale) } -> std::same_as<execution_report>;
+    };
+
+/// A micro_batch_executor that also runs hybrid micro-steps on their two sub-groups.
+template <class E, class G>
+concept hybrid_executor =
+    micro_batch_executor<E, G> &&
+    requires(E& e, const micro_step& m, hybrid_groups<G> groups, recompute_setting r, double loss_scale) {
+      { e.run(m, groups, r, loss_scale) } -> std::same_as<execution_report>;
     };
 
 /// The executor failed on a micro-step; the message keeps the executor's own message.
@@ -77,6 +90,17 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
                   ", degree = " + std::to_string(d) +
                   ": not an aligned group (degree a power of two, first_rank a multiple of it) "
                   "inside the world of " + std::to_string(world) + " ranks");
+    if (m.config.sp == sequence_parallel::hybrid) {
+      if constexpr (!hybrid_executor<E, typename group_cache<C>::group_type>)
+        throw error("run_step: micro-step " + std::to_string(m.sequence) + " (index " + std::to_string(i) +
+                    ") is hybrid (Ulysses inside a node, ring across), and this executor has no "
+                    "run(micro_step, hybrid_groups, recompute_setting, double); plan with sp ulysses or ring");
+      const auto u = plan.hybrid_ulysses_degree;
+      if (u < 2 || (u & (u - 1)) != 0 || u >= d)
+        throw error("run_step: micro-step " + std::to_string(m.sequence) + " (index " + std::to_string(i) +
+                    ") is hybrid at degree " + std::to_string(d) + " with plan.hybrid_ulysses_degree = " +
+                    std::to_string(u) + ", must be a power of two in [2, degree)");
+    }
   }
   cache.prepare(plan);
   std::vector<execution_report> reports;
@@ -99,13 +123,19 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
   for (const auto index : mine) {
     const auto& m = plan.micro_steps[index];
     pass_barriers_below(m.sequence);
-    auto& group = cache.group(m.first_rank, m.degree());
     const auto where = [&] {
       return "rank " + std::to_string(rank) + " failed in micro-step " + std::to_string(m.sequence) +
              " (ranks " + std::to_string(m.first_rank) + ".." + std::to_string(m.last_rank()) + "): ";
     };
     try {
-      reports.push_back(executor.run(m, group, m.config.recompute, m.loss_scale));
+      if constexpr (hybrid_executor<E, typename group_cache<C>::group_type>) {
+        if (m.config.sp == sequence_parallel::hybrid) {
+          reports.push_back(executor.run(m, cache.hybrid(m.first_rank, m.degree(), plan.hybrid_ulysses_degree),
+                                         m.config.recompute, m.loss_scale));
+          continue;
+        }
+      }
+      reports.push_back(executor.run(m, cache.group(m.first_rank, m.degree()), m.config.recompute, m.loss_scale));
     } catch (const std::exception& e) {
       throw step_error(rank, m.sequence, where() + e.what());
     } catch (...) {

@@ -528,6 +528,8 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
           r.note = style;
           best = std::move(r);
         }
+      } catch (const sample_does_not_fit&) {
+        tried += (tried.empty() ? "" : "; ") + style + ": a sample fits nowhere";
       } catch (const dcp::error& e) {
         tried += (tried.empty() ? "" : "; ") + style + ": " + e.what();
       }
