@@ -3,6 +3,7 @@
 //   BM_Plan<gpus>/<samples>      planning time of DataCentricScheduler<> (Llama-3-8B, H200,
 //                                Wikipedia-profile lengths, 64K context), complexity fitted over
 //                                the sample count; counter gap = makespan / lower bound - 1.
+//   BM_Plan_auto<gpus>/<samples> the same with sp = automatic (style chosen per micro-batch).
 //   BM_Quality/Wikipedia1M       200 batches of ~1M tokens on 4x8 H200: mean and p95 gap to the
 //                                bound, and best static / ours (exact static search), all from
 //                                the analytic cost model.
@@ -28,10 +29,12 @@ using namespace dcp;
 
 using bench::wikipedia_samples;
 
-template <std::int64_t Gpus>
+template <std::int64_t Gpus, sequence_parallel Style = sequence_parallel::ulysses>
 void BM_Plan(benchmark::State& state) {
   const auto count = static_cast<std::size_t>(state.range(0));
-  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(Gpus / 8, gpus::h200_sxm()));
+  training_spec training;
+  training.sp = Style;
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(Gpus / 8, gpus::h200_sxm()), training);
   const DataCentricScheduler<> scheduler(cost);
   const auto batch = wikipedia_samples(count, 42);
   double gap = 0;
@@ -52,6 +55,12 @@ BENCHMARK(BM_Plan<1024>)
     ->ArgsProduct({{1000, 2000, 4000, 8000, 16000, 32000}})
     ->Unit(benchmark::kMillisecond)
     ->Complexity();
+// The style chosen per micro-batch: every degree evaluates each style it allows.
+BENCHMARK(BM_Plan<32, sequence_parallel::automatic>)->Name("BM_Plan_auto<32>")->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan<1024, sequence_parallel::automatic>)
+    ->Name("BM_Plan_auto<1024>")
+    ->Arg(32000)
+    ->Unit(benchmark::kMillisecond);
 
 /// Batches of about `tokens` tokens: documents drawn with replacement from the real Wikipedia
 /// lengths when ../shared/data is present, else from the embedded profile derived from them;

@@ -95,7 +95,7 @@ Options (defaults in brackets):
   --gpus N               total GPUs, instead of --nodes (one node of N if N < G)
   --zero S               ZeRO stage 0..3  [1]
   --headroom-gib X       memory kept free per GPU, GiB  [10 % of the GPU]
-  --sp STYLE             ulysses | ring | hybrid | auto  [ulysses]
+  --sp STYLE             ulysses | ring | hybrid | auto  [ulysses]; auto chooses per micro-batch
   --recompute R          none | full | selective | pyramid  [pyramid]
   --bucketing B          varlen | log2 | padding-optimal:K (K in 1..4096)  [varlen]
   --placement P          balanced | best-static | static:D  [balanced]

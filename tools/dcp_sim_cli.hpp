@@ -64,7 +64,9 @@ Options (defaults in brackets):
   --nodes N           nodes of --gpus-per-node GPUs  [4]
   --gpus-per-node G   [8]
   --zero S            ZeRO stage 0..3  [1]
-  --sp STYLE          ulysses | ring | hybrid | auto  [ulysses]
+  --sp STYLE          ulysses | ring | hybrid | auto  [ulysses]; hybrid: Ulysses inside a node,
+                      ring across; auto: ours choose per micro-batch, every other policy runs
+                      at its best fixed style (docs/planner.md, docs/baselines.md)
   --workload W        wikipedia | megatron | long-sft | long-context | opensora
   --file PATH         sample lengths, one per line (the same batch every step)
   --video-csv         with --file: lines are frames,height,width in latent patches
@@ -87,8 +89,8 @@ Options (defaults in brackets):
                       refused, naming what differs, when its ids or tokens are another batch's
   --matrix            every policy on the scenario matrix: Llama-3-8B / 70B and Qwen2.5-72B on
                       wikipedia, long-sft and long-context at 128K / 512K / 2M, STDiT3-XL and
-                      Wan2.1-14B on opensora; 32, 256 and 1,024 GPUs; H100 and H200; Ulysses and
-                      ring (ZeRO-3 from 10B parameters; 31,250 tokens per GPU per step for
+                      Wan2.1-14B on opensora; 32, 256 and 1,024 GPUs; H100 and H200; Ulysses,
+                      ring and auto (ZeRO-3 from 10B parameters; 31,250 tokens per GPU per step for
                       text, 125,000 for video); one row per cell. --model, --workload,
                       --context, --gpu, --nodes and --sp keep one value of their axis;
                       --steps [3]; docs/results.md "Scenario matrix"
