@@ -317,17 +317,13 @@ class AnalyticConstants(_Record):
     ring_forward_kernels_per_step: float
     ring_backward_kernels_per_step: float
     host_seconds_per_kernel: float
-    attention_forward_half_tokens: float
-    attention_backward_half_tokens: float
     def __init__(self, dense_efficiency: float = ..., attention_forward_efficiency: float = ...,
                  attention_backward_efficiency: float = ..., hbm_efficiency: float = ...,
                  kernel_launch_seconds: float = ..., kernels_per_layer: float = ...,
                  step_overhead_seconds: float = ..., logits_bytes_per_entry: float = ...,
                  loss_chunk_tokens: int = ..., ring_forward_kernels_per_step: float = ...,
                  ring_backward_kernels_per_step: float = ...,
-                 host_seconds_per_kernel: float = ...,
-                 attention_forward_half_tokens: float = ...,
-                 attention_backward_half_tokens: float = ...) -> None: ...
+                 host_seconds_per_kernel: float = ...) -> None: ...
     def validate(self) -> None: ...
 
 class AnalyticCostModel(_Record):

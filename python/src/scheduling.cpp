@@ -86,10 +86,6 @@ void bind_analytic(py::module_& m) {
              "ring attention kernels per layer and backward attention step")
       .field("host_seconds_per_kernel", &analytic_constants::host_seconds_per_kernel,
              "host time to issue one kernel, seconds (0: launches never limit)")
-      .field("attention_forward_half_tokens", &analytic_constants::attention_forward_half_tokens,
-             "FlashAttention's fixed cost per query row in key tokens, forward; a ring pays it per chunk")
-      .field("attention_backward_half_tokens", &analytic_constants::attention_backward_half_tokens,
-             "the same, backward")
       .finish()
       .def("validate", &analytic_constants::validate, "Raise InvalidSpec naming a bad constant.");
 

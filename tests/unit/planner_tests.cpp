@@ -212,15 +212,12 @@ TEST_CASE("Planner.LongContext.crosses_nodes_together_only_when_that_is_faster")
   const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement> strict(
       cost, {}, {}, strict_options);
   const auto verl = verl_hybrid(cost);
-  int faster = 0;  // batches where crossing together is strictly faster
   for (std::uint64_t seed = 1; seed <= 2; ++seed) {
     CAPTURE(seed);
     const auto batch = split_batch(workload::long_context_corpus(), 32'000'000, 524'288, seed);
     const auto plan = ours.plan(batch);
     const auto strict_plan = strict.plan(batch);
-    CHECK(plan.makespan_seconds <= strict_plan.makespan_seconds);
-    if (plan.makespan_seconds < strict_plan.makespan_seconds) ++faster;
+    CHECK(plan.makespan_seconds < strict_plan.makespan_seconds);
     CHECK(plan.makespan_seconds <= verl.plan(batch).makespan_seconds);
   }
-  CHECK(faster >= 1);
 }

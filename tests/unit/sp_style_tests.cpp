@@ -214,29 +214,3 @@ TEST_CASE("Style.Sim.auto_compares_ours_with_each_policy_at_its_best_fixed_style
     CHECK(single.policies.front().noise_free_tokens_per_s <= fixed->noise_free_tokens_per_s * (1 + 1e-12));
   }
 }
-
-TEST_CASE("Style.Cost.a_ring_pays_flash_attentions_row_cost_once_per_chunk") {
-  // FA3's per-row fixed cost (s_half of the published table): Ulysses pays it once per query
-  // row, a ring of r once per chunk, r times. Without it the analytic model preferred ring
-  // inside a node for 128K documents, which the truth model prices 3 % slower than Ulysses.
-  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
-  const analytic_cost_model m(models::llama3_8b(), cluster, with_style(sequence_parallel::automatic));
-  const sim::truth_model truth(models::llama3_8b(), cluster, with_style(sequence_parallel::automatic));
-  const auto s = micro_batch_shape::of(text_sample(0, 131'072));
-  const auto& k = m.constants();
-  const double h = 4096, layers = 32, peak = cluster.gpu.peak_flops;
-  for (std::int64_t d : {2, 8, 16}) {
-    CAPTURE(d);
-    const execution_config ring{d, sequence_parallel::ring, {}};
-    const execution_config ulysses{d, sequence_parallel::ulysses, {}};
-    const double per_row = layers * k.attention_forward_half_tokens / (k.attention_forward_efficiency * peak) +
-                           2.5 * layers * k.attention_backward_half_tokens / (k.attention_backward_efficiency * peak);
-    CHECK(m.attention_compute_seconds(s, ring) - m.attention_compute_seconds(s, ulysses) ==
-          doctest::Approx(4.0 * h * 131'072.0 * static_cast<double>(d - 1) * per_row).epsilon(1e-9));
-  }
-  // Both models prefer Ulysses for it inside a node.
-  const execution_config ring8{8, sequence_parallel::ring, recompute_setting::none()};
-  const execution_config ulysses8{8, sequence_parallel::ulysses, recompute_setting::none()};
-  CHECK(truth.seconds(s, ulysses8) < truth.seconds(s, ring8));
-  CHECK(m.seconds(s, ulysses8) < m.seconds(s, ring8));
-}

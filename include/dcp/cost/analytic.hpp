@@ -28,13 +28,6 @@ struct analytic_constants {
   double dense_efficiency = 0.70;               ///< large BF16 GEMMs, 0.65-0.80 of peak (§1.2 [R])
   double attention_forward_efficiency = 0.62;   ///< FA3 fwd hd128, 2k-16k: 625-648 TFLOP/s (§1.2)
   double attention_backward_efficiency = 0.52;  ///< FA3 bwd hd128, 2k-16k: 501-561 TFLOP/s (§1.2)
-  /// FlashAttention's fixed cost per query row, in key tokens: s_half of the FA3 hd128 table
-  /// (§1.2, 512-16K) fitted to eta_max s / (s + s_half), forward and backward. A ring of r GPUs
-  /// runs each query row against r key chunks and pays it r times where Ulysses pays it once
-  /// (§3.3: lower efficiency on s/d tiles), so ring and hybrid micro-steps are charged the
-  /// r - 1 extra times; the plateau efficiencies above already price one pass.
-  double attention_forward_half_tokens = 209;
-  double attention_backward_half_tokens = 427;
   double hbm_efficiency = 0.90;                 ///< sustained HBM fraction (§1.2 [R])
   double kernel_launch_seconds = 5e-6;          ///< per kernel without CUDA graphs (§1.3)
   double kernels_per_layer = 30;                ///< forward + backward kernels of one block; a
@@ -62,8 +55,6 @@ struct analytic_constants {
     detail::require_fraction(attention_forward_efficiency, where, "attention_forward_efficiency");
     detail::require_fraction(attention_backward_efficiency, where, "attention_backward_efficiency");
     detail::require_fraction(hbm_efficiency, where, "hbm_efficiency");
-    detail::require_finite_non_negative(attention_forward_half_tokens, where, "attention_forward_half_tokens");
-    detail::require_finite_non_negative(attention_backward_half_tokens, where, "attention_backward_half_tokens");
     detail::require_finite_non_negative(kernel_launch_seconds, where, "kernel_launch_seconds");
     detail::require_finite_non_negative(kernels_per_layer, where, "kernels_per_layer");
     detail::require_finite_non_negative(ring_forward_kernels_per_step, where, "ring_forward_kernels_per_step");
@@ -184,8 +175,7 @@ public:
   /// Attention FLOPs of the whole micro-batch over peak x efficiency (one GPU's share is this
   /// over the degree): forward 4 h per (query, key) pair per layer, backward 2.5x forward in the
   /// FlashAttention convention (§1.2, §2.1), recomputed layers one more forward;
-  /// cross-attention pairs = tokens x text tokens; a ring of r (ring or hybrid) pays each query
-  /// row's fixed cost r - 1 more times (analytic_constants::attention_*_half_tokens).
+  /// cross-attention pairs = tokens x text tokens.
   [[nodiscard]] double attention_compute_seconds(const micro_batch_shape& s,
                                    const execution_config& c) const noexcept {
     const double peak = cluster_.gpu.peak_flops;
@@ -195,17 +185,9 @@ public:
     const double pairs =
         s.attention_pairs + static_cast<double>(s.tokens) * static_cast<double>(model_.text_tokens);
     const double attention_forward = 4.0 * h * pairs * layers;
-    const double r = static_cast<double>(ring_degree(c));
-    const double chunk_rows =
-        (model_.has_cross_attention() ? 2.0 : 1.0) * static_cast<double>(s.tokens) * (r - 1.0);
     return attention_forward / (constants_.attention_forward_efficiency * peak) +
            2.5 * attention_forward / (constants_.attention_backward_efficiency * peak) +
-           4.0 * h * pairs * recomputed / (constants_.attention_forward_efficiency * peak) +
-           4.0 * h * chunk_rows *
-               ((layers + recomputed) * constants_.attention_forward_half_tokens /
-                    (constants_.attention_forward_efficiency * peak) +
-                2.5 * layers * constants_.attention_backward_half_tokens /
-                    (constants_.attention_backward_efficiency * peak));
+           4.0 * h * pairs * recomputed / (constants_.attention_forward_efficiency * peak);
   }
 
   /// The caption's GEMMs, which sequence parallelism does not split: every GPU of the group
