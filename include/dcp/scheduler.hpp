@@ -92,8 +92,10 @@ public:
     out.best_static_seconds = placed.best_static_seconds;
     out.best_static_degree = placed.best_static_degree;
     for (const auto& m : placed.micro_steps)
-      if (m.config.sp == sequence_parallel::hybrid)
+      if (m.config.sp == sequence_parallel::hybrid) {  // the same split for every hybrid degree
         out.hybrid_ulysses_degree = hybrid_ulysses_degree(m.config.degree, cost_.model(), cost_.cluster());
+        break;
+      }
     if (samples.empty()) {
       out.fingerprint = compute_fingerprint(out);
       return out;

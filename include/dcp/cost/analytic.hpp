@@ -237,11 +237,7 @@ public:
   /// The Ulysses part u and ring part r of a micro-step's degree, d = u r: (d, 1) for Ulysses,
   /// (1, d) for ring, (hybrid_ulysses_degree, d / u) for hybrid.
   [[nodiscard]] std::int64_t ulysses_degree(const execution_config& c) const noexcept {
-    switch (c.sp) {
-      case sequence_parallel::ulysses: return c.degree;
-      case sequence_parallel::hybrid: return hybrid_ulysses_degree(c.degree, model_, cluster_);
-      default: return 1;
-    }
+    return ulysses_part(c, model_, cluster_);
   }
   [[nodiscard]] std::int64_t ring_degree(const execution_config& c) const noexcept {
     return c.degree / ulysses_degree(c);

@@ -621,7 +621,7 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
     if (const auto* sp = s.find("sp")) {
       const auto& style = json::require(*sp, kind::string, path + ".sp").text;
       const auto parsed = parse_sequence_parallel(style);
-      if (parsed && *parsed != sequence_parallel::automatic) m.config.sp = *parsed;
+      if (parsed && is_micro_batch_style(*parsed)) m.config.sp = *parsed;
       else json::reject(*sp, path + ".sp", json::describe(*sp) + ", expected \"ulysses\", \"ring\" or \"hybrid\"");
     }
     if (const auto* recompute = s.find("recompute")) {
@@ -723,13 +723,12 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
     if (m.config.recompute.layers < 0)
       throw invalid_plan(path + ".recompute.layers = " + std::to_string(m.config.recompute.layers) +
                          ", must be >= 0");
-    if (m.config.sp != sequence_parallel::ulysses && m.config.sp != sequence_parallel::ring &&
-        m.config.sp != sequence_parallel::hybrid)
+    if (!is_micro_batch_style(m.config.sp))
       throw invalid_plan(path + ".sp = " + std::string(to_string(m.config.sp)) + ", must be ulysses, ring or hybrid");
     if (m.config.sp == sequence_parallel::hybrid) {
       // 2 <= u < d, u a power of two (so it divides d): a Ulysses group and a ring of >= 2.
       const auto u = plan.hybrid_ulysses_degree;
-      if (u < 2 || (u & (u - 1)) != 0 || u >= d || u > plan.gpus_per_node)
+      if (!valid_hybrid_split(u, d) || u > plan.gpus_per_node)
         throw invalid_plan(path + " is hybrid at degree " + std::to_string(d) + " with plan.hybrid_ulysses_degree = " +
                            std::to_string(u) + ", must be a power of two in [2, " +
                            std::to_string(std::min(d - 1, plan.gpus_per_node)) +

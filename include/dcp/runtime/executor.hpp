@@ -96,7 +96,7 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
                     ") is hybrid (Ulysses inside a node, ring across), and this executor has no "
                     "run(micro_step, hybrid_groups, recompute_setting, double); plan with sp ulysses or ring");
       const auto u = plan.hybrid_ulysses_degree;
-      if (u < 2 || (u & (u - 1)) != 0 || u >= d)
+      if (!valid_hybrid_split(u, d))
         throw error("run_step: micro-step " + std::to_string(m.sequence) + " (index " + std::to_string(i) +
                     ") is hybrid at degree " + std::to_string(d) + " with plan.hybrid_ulysses_degree = " +
                     std::to_string(u) + ", must be a power of two in [2, degree)");

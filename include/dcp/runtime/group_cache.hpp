@@ -158,7 +158,7 @@ private:
   }
 
   void check_hybrid(std::int64_t degree, std::int64_t ulysses) const {
-    if (ulysses < 2 || (ulysses & (ulysses - 1)) != 0 || ulysses >= degree)
+    if (!valid_hybrid_split(ulysses, degree))
       throw error("hybrid group request (degree = " + std::to_string(degree) + ", Ulysses degree = " +
                   std::to_string(ulysses) + "): the Ulysses degree must be a power of two in [2, degree)");
   }

@@ -53,6 +53,17 @@ enum class loss_normalisation : std::uint8_t { tokens, samples };
 [[nodiscard]] constexpr bool is_known(sequence_parallel sp) noexcept {
   return static_cast<unsigned>(sp) <= static_cast<unsigned>(sequence_parallel::automatic);
 }
+
+/// Whether a micro-batch can run `sp`: ulysses, ring or hybrid (automatic is a training run's).
+[[nodiscard]] constexpr bool is_micro_batch_style(sequence_parallel sp) noexcept {
+  return sp == sequence_parallel::ulysses || sp == sequence_parallel::ring || sp == sequence_parallel::hybrid;
+}
+
+/// Whether `ulysses` splits a hybrid group of `degree` GPUs: a power of two in [2, degree), so
+/// it divides the degree and the ring has at least 2 members.
+[[nodiscard]] constexpr bool valid_hybrid_split(std::int64_t ulysses, std::int64_t degree) noexcept {
+  return ulysses >= 2 && (ulysses & (ulysses - 1)) == 0 && ulysses < degree;
+}
 [[nodiscard]] constexpr std::string_view to_string(loss_normalisation n) noexcept {
   return n == loss_normalisation::tokens ? "tokens" : "samples";
 }
@@ -177,11 +188,11 @@ inline std::ostream& operator<<(std::ostream& os, const recompute_setting& r) {
 [[nodiscard]] inline std::vector<sequence_parallel> styles_at(sequence_parallel sp, std::int64_t degree,
                                                               const model_spec& model,
                                                               const cluster_spec& cluster) {
-  const bool ulysses = model.heads % degree == 0;
-  const auto u = hybrid_ulysses_degree(degree, model, cluster);
-  const bool hybrid = u >= 2 && u < degree;
   if (degree <= 1) return {sp == sequence_parallel::automatic || sp == sequence_parallel::hybrid
                                ? sequence_parallel::ulysses : sp};
+  const bool ulysses = model.heads % degree == 0;
+  const auto u = hybrid_ulysses_degree(degree, model, cluster);
+  const bool hybrid = valid_hybrid_split(u, degree);
   switch (sp) {
     case sequence_parallel::ulysses:
       if (ulysses) return {sp};
@@ -220,6 +231,18 @@ struct execution_config {
   friend constexpr bool operator==(const execution_config&, const execution_config&) = default;
 };
 
+/// The Ulysses part u of a micro-step's degree d = u r (r the ring part): d for Ulysses, 1 for
+/// ring, hybrid_ulysses_degree for hybrid; 1 at degree 1.
+[[nodiscard]] constexpr std::int64_t ulysses_part(const execution_config& c, const model_spec& model,
+                                                  const cluster_spec& cluster) noexcept {
+  if (c.degree <= 1) return 1;
+  switch (c.sp) {
+    case sequence_parallel::ulysses: return c.degree;
+    case sequence_parallel::hybrid: return hybrid_ulysses_degree(c.degree, model, cluster);
+    default: return 1;
+  }
+}
+
 inline std::ostream& operator<<(std::ostream& os, const execution_config& c) {
   return os << "config{degree=" << c.degree << ", " << c.sp << ", recompute=" << c.recompute << '}';
 }
@@ -240,13 +263,12 @@ inline void validate(const execution_config& config, const model_spec& model,
     throw invalid_spec("execution config: Ulysses degree = " + std::to_string(d) +
                        " does not divide the " + std::to_string(model.heads) +
                        " attention heads of " + model.name);
-  if (config.sp != sequence_parallel::ulysses && config.sp != sequence_parallel::ring &&
-      config.sp != sequence_parallel::hybrid)
+  if (!is_micro_batch_style(config.sp))
     throw invalid_spec("execution config: sp = " + std::to_string(static_cast<unsigned>(config.sp)) +
                        ", must be ulysses, ring or hybrid (auto is a training-level choice)");
   if (config.sp == sequence_parallel::hybrid) {
     const auto u = hybrid_ulysses_degree(d, model, cluster);
-    if (u < 2 || u >= d)
+    if (!valid_hybrid_split(u, d))
       throw invalid_spec("execution config: hybrid degree = " + std::to_string(d) + " splits into Ulysses " +
                          std::to_string(u) + " x ring " + std::to_string(d / u) + " (" + model.name + ", " +
                          std::to_string(model.heads) + " heads, " + std::to_string(cluster.gpus_per_node) +

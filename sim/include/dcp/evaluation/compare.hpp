@@ -492,46 +492,46 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
     if (ours && name != "dcp") continue;
     // The fixed styles: every other policy, and ours as dcp-fixed-style.
     std::optional<policy_result> best;
+    std::string best_style;
     std::string tried;
+    const auto note = [&](const std::string& style, const std::string& what) {
+      tried += (tried.empty() ? "" : "; ") + style + what;
+    };
+    const auto consider = [&](const std::string& style, policy_result r) {
+      note(style, " " + std::to_string(static_cast<long long>(r.noise_free_tokens_per_s)) + " tokens/s");
+      if (!best || r.noise_free_tokens_per_s > best->noise_free_tokens_per_s) {
+        best = std::move(r);
+        best_style = style;
+      }
+    };
     for (std::size_t j = 0; j < fixed.size(); ++j) {
       const std::string style(to_string(fixed[j]));
       if (const auto* r = known_result(fixed[j])) {
         const auto* p = detail::find(r->policies, name);
         if (!p) {
-          tried += (tried.empty() ? "" : "; ") + style + ": not available";
+          note(style, ": not available");
           continue;
         }
         auto copy = *p;
         if (!copy.admits)
           for (std::size_t t = 0; t < copy.steps.size() && t < bounds.size(); ++t) copy.steps[t].bound_seconds = bounds[t];
-        tried += (tried.empty() ? "" : "; ") + style + " " +
-                 std::to_string(static_cast<long long>(copy.noise_free_tokens_per_s)) + " tokens/s";
-        if (!best || copy.noise_free_tokens_per_s > best->noise_free_tokens_per_s) {
-          copy.note = style;
-          best = std::move(copy);
-        }
+        consider(style, std::move(copy));
         continue;
       }
       const auto& list = per_style[j];
       const auto it = std::find_if(list.begin(), list.end(), [&](const policy_entry& p) { return p.name == name; });
       if (it == list.end()) {
-        tried += (tried.empty() ? "" : "; ") + style + ": not available";
+        note(style, ": not available");
         continue;
       }
       scenario s = sc;
       s.training.sp = fixed[j];
       try {
-        auto r = run_one(s, *it, k);
-        tried += (tried.empty() ? "" : "; ") + style + " " + std::to_string(static_cast<long long>(r.noise_free_tokens_per_s)) +
-                 " tokens/s";
-        if (!best || r.noise_free_tokens_per_s > best->noise_free_tokens_per_s) {
-          r.note = style;
-          best = std::move(r);
-        }
+        consider(style, run_one(s, *it, k));
       } catch (const sample_does_not_fit&) {
-        tried += (tried.empty() ? "" : "; ") + style + ": a sample fits nowhere";
+        note(style, ": a sample fits nowhere");
       } catch (const dcp::error& e) {
-        tried += (tried.empty() ? "" : "; ") + style + ": " + e.what();
+        note(style, std::string(": ") + e.what());
       }
     }
     if (!best) {
@@ -540,12 +540,11 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       continue;
     }
     auto row = fresh(std::move(*best));
-    const std::string style = row.note;
-    row.note = (adaptive[k].note.empty() ? "" : adaptive[k].note + "; ") + "its best fixed style over the run: " + style +
-               " (noise free: " + tried + ")";
+    row.note = (adaptive[k].note.empty() ? "" : adaptive[k].note + "; ") + "its best fixed style over the run: " +
+               best_style + " (noise free: " + tried + ")";
     if (ours) {
       row.name = "dcp-fixed-style";
-      row.note = "ours at its best single style for the run: " + style + " (noise free: " + tried + ")";
+      row.note = "ours at its best single style for the run: " + best_style + " (noise free: " + tried + ")";
     }
     result.policies.push_back(std::move(row));
   }

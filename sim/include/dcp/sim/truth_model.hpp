@@ -523,11 +523,7 @@ private:
     const double per_gpu = tokens / d;
     // The Ulysses part u and ring part r of the degree (d = u r): (d, 1) Ulysses, (1, d) ring,
     // a hybrid's node-local Ulysses group and the ring over those groups.
-    const std::int64_t u_members = c.degree <= 1 ? 1
-                                   : c.sp == sequence_parallel::ulysses ? c.degree
-                                   : c.sp == sequence_parallel::hybrid
-                                       ? hybrid_ulysses_degree(c.degree, model_, cluster_)
-                                       : 1;
+    const std::int64_t u_members = ulysses_part(c, model_, cluster_);
     const double u = static_cast<double>(u_members);
     const double r = d / u;
 
