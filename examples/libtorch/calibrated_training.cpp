@@ -46,7 +46,12 @@
 namespace {
 
 constexpr int world_ranks = 4;
-constexpr int steps = 30;
+// The warm-up lasts until the calibrated model holds observations_before_evaluation micro-steps
+// (a model that learns the host decides plans few micro-steps a step, so that can take a few
+// dozen steps on a loaded machine), then evaluation_steps steps are evaluated; max_steps bounds
+// the whole run.
+constexpr int evaluation_steps = 18;
+constexpr int max_steps = 150;
 constexpr std::size_t batch_size = 16;
 constexpr std::size_t observations_before_evaluation = 50;
 constexpr double bar = 0.10;
@@ -148,12 +153,14 @@ int train(tiny::launch& job) {
   side calibrated_side, analytic_side;
   std::size_t evaluated_from = 0;  // observations seen when the evaluation began
   if (root)
-    std::printf("calibration on measured CPU micro-steps (libtorch, c10d Gloo, %d ranks, %d steps of %zu sequences)\n"
+    std::printf("calibration on measured CPU micro-steps (libtorch, c10d Gloo, %d ranks, steps of %zu sequences: "
+                "warm-up to %zu observations, then %d steps)\n"
                 "%4s %12s %12s %12s %14s %14s\n",
-                world.size(), steps, batch_size, "step", "observed", "calib. ms", "analytic ms", "err calibrated",
+                world.size(), batch_size, observations_before_evaluation, evaluation_steps, "step", "observed", "calib. ms", "analytic ms", "err calibrated",
                 "err analytic");
 
-  for (int step = 0; step < steps; ++step) {
+  int evaluated_steps = 0;
+  for (int step = 0; step < max_steps && evaluated_steps < evaluation_steps; ++step) {
     const auto data = tiny::make_batch(lengths, 4242, step, batch_size);
     const auto samples = tiny::planner_samples(data);
     const auto seen = calibrated.cost().observations().size();
@@ -195,6 +202,7 @@ int train(tiny::launch& job) {
     step_seconds[0] = max_over_ranks(step_seconds[0]);
     step_seconds[1] = max_over_ranks(step_seconds[1]);
     if (evaluating) {
+      ++evaluated_steps;
       held_out.insert(held_out.end(), rows.begin(), rows.end());
       calibrated_side.step_seconds.push_back(step_seconds[0]);
       analytic_side.step_seconds.push_back(step_seconds[1]);
