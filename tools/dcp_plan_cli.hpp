@@ -28,7 +28,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
 
-enum class recompute_choice : std::uint8_t { none, full, selective, pyramid };
+enum class recompute_choice : std::uint8_t { none, full, selective, pyramid, selective_pyramid };
 enum class bucketing_choice : std::uint8_t { varlen, log2, padding_optimal };
 enum class placement_choice : std::uint8_t { balanced, best_static, static_degree };
 
@@ -42,6 +42,8 @@ constexpr std::string_view to_string(recompute_choice r) noexcept {
       return "selective";
     case recompute_choice::pyramid:
       return "pyramid";
+    case recompute_choice::selective_pyramid:
+      return "selective-pyramid";
   }
   return "unknown";
 }
@@ -59,7 +61,7 @@ struct plan_options {
   int zero_stage = 1;
   std::optional<double> headroom_gib{};  ///< unset: the training_spec default
   sequence_parallel sp = sequence_parallel::ulysses;
-  recompute_choice recompute = recompute_choice::pyramid;
+  recompute_choice recompute = recompute_choice::selective_pyramid;
   bucketing_choice bucketing = bucketing_choice::varlen;
   std::int32_t padding_buckets = 0;  ///< K of padding-optimal:K
   placement_choice placement = placement_choice::balanced;
@@ -96,7 +98,8 @@ Options (defaults in brackets):
   --zero S               ZeRO stage 0..3  [1]
   --headroom-gib X       memory kept free per GPU, GiB  [10 % of the GPU]
   --sp STYLE             ulysses | ring | hybrid | auto  [ulysses]; auto chooses per micro-batch
-  --recompute R          none | full | selective | pyramid  [pyramid]
+  --recompute R          none | full | selective | pyramid | selective-pyramid
+                         [selective-pyramid]
   --bucketing B          varlen | log2 | padding-optimal:K (K in 1..4096)  [varlen]
   --placement P          balanced | best-static | static:D  [balanced]
   --tokens N             tokens of the default batch  [1000000]
@@ -194,8 +197,10 @@ inline plan_options parse_arguments(std::span<const std::string_view> args) {
         o.recompute = recompute_choice::selective;
       else if (value == "pyramid")
         o.recompute = recompute_choice::pyramid;
+      else if (value == "selective-pyramid")
+        o.recompute = recompute_choice::selective_pyramid;
       else
-        detail::bad_choice(flag, value, "none, full, selective or pyramid");
+        detail::bad_choice(flag, value, "none, full, selective, pyramid or selective-pyramid");
     } else if (flag == "--bucketing") {
       constexpr std::string_view padding = "padding-optimal:";
       if (value == "varlen")

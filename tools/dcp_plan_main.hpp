@@ -76,9 +76,11 @@ decltype(auto) with_recompute(recompute_choice choice, F&& f) {
     case recompute_choice::selective:
       return f(selective_recompute{});
     case recompute_choice::pyramid:
+      return f(pyramid_recompute{});
+    case recompute_choice::selective_pyramid:
       break;
   }
-  return f(pyramid_recompute{});
+  return f(selective_pyramid_recompute{});
 }
 
 /// The default placement, asked to report the best static layout even when it is slower, so

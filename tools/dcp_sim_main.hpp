@@ -57,13 +57,15 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
                    std::move(note)});
   };
   // A peer's policy configured as given (its own defaults unless `options` changes them).
+  // Ours and every policy that takes a recompute strategy use the default scheduler's.
+  using recompute_t = DataCentricScheduler<>::recompute_type;
   auto add_peer = [&]<class Policy, class Bucketing>(std::string name, Bucketing, Policy options, std::string note = {}) {
-    add(std::move(name), DataCentricScheduler<cost_t, Bucketing, pyramid_recompute, Policy>(
-                             *cost, Bucketing{}, pyramid_recompute{}, std::move(options)),
+    add(std::move(name), DataCentricScheduler<cost_t, Bucketing, recompute_t, Policy>(
+                             *cost, Bucketing{}, recompute_t{}, std::move(options)),
         std::move(note));
   };
   add("dcp", DataCentricScheduler<>(*cost));
-  add("static", DataCentricScheduler<cost_t, varlen_buckets, pyramid_recompute, best_static_placement>(*cost));
+  add("static", DataCentricScheduler<cost_t, varlen_buckets, recompute_t, best_static_placement>(*cost));
   // The peers as their sources run them (docs/baselines.md says what each keeps and changes).
   // Every peer gets the same recompute strategy as ours where it takes one (VideoSys and the
   // paper baseline choose their own), and the bucketing its algorithm expects.

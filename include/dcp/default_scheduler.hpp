@@ -1,6 +1,6 @@
 #pragma once
 // The default scheduler, compiled once: `DataCentricScheduler<>` (analytic cost model, varlen
-// buckets, pyramid recompute, balanced placement) declared as an explicit instantiation, so a
+// buckets, selective-pyramid recompute, balanced placement) declared as an explicit instantiation, so a
 // translation unit that includes this header and calls plan() does not instantiate the planner
 // again. Exactly one translation unit of the program must hold the definition: link the CMake
 // target dcp::default_scheduler (it adds share/dcp/src/default_scheduler.cpp to your target) or

@@ -27,7 +27,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
 template <cost_model Cost = analytic_cost_model, bucketing_policy Bucketing = varlen_buckets,
-          recompute_strategy<Cost> Recompute = pyramid_recompute,
+          recompute_strategy<Cost> Recompute = selective_pyramid_recompute,
           placement_policy<Cost, Recompute> Placement = balanced_placement>
 class DataCentricScheduler {
 public:
@@ -183,12 +183,13 @@ private:
 
 /// snake_case spelling for code that prefers the standard library's naming.
 template <cost_model Cost = analytic_cost_model, bucketing_policy Bucketing = varlen_buckets,
-          recompute_strategy<Cost> Recompute = pyramid_recompute,
+          recompute_strategy<Cost> Recompute = selective_pyramid_recompute,
           placement_policy<Cost, Recompute> Placement = balanced_placement>
 using data_centric_scheduler = DataCentricScheduler<Cost, Bucketing, Recompute, Placement>;
 
 static_assert(placement_policy<balanced_placement, analytic_cost_model, pyramid_recompute>);
 static_assert(placement_policy<static_placement, analytic_cost_model, pyramid_recompute>);
 static_assert(placement_policy<best_static_placement, analytic_cost_model, pyramid_recompute>);
+static_assert(placement_policy<balanced_placement, analytic_cost_model, selective_pyramid_recompute>);
 
 }  // namespace dcp

@@ -18,8 +18,9 @@ namespace {
 
 using calibrated_model = calibrated<analytic_cost_model>;
 using calibrated_scheduler = DataCentricScheduler<calibrated_model>;
-/// Scheduler and StaticScheduler take the recompute strategy by name (recompute="pyramid", the
-/// default's, "selective", "full" or "none"), so each is one type over chosen_recompute.
+/// Scheduler and StaticScheduler take the recompute strategy by name (recompute=
+/// "selective-pyramid", the default's, "pyramid", "selective", "full" or "none"), so each is
+/// one type over chosen_recompute.
 using chosen_scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, chosen_recompute>;
 using static_scheduler =
     DataCentricScheduler<analytic_cost_model, varlen_buckets, chosen_recompute, static_placement>;
@@ -200,19 +201,19 @@ void bind_schedulers(py::module_& m) {
       m, "Scheduler",
       "The data-centric scheduler (dcp::DataCentricScheduler<analytic_cost_model, varlen_buckets, "
       "chosen_recompute>): analytic cost model, varlen buckets, balanced placement, and the "
-      "recompute strategy named by recompute= ('pyramid', the default scheduler's; 'selective', "
-      "'full' or 'none'). Unknown names raise InvalidSpec listing the known ones.");
+      "recompute strategy named by recompute= ('selective-pyramid', the default scheduler's; "
+      "'pyramid', 'selective', 'full' or 'none'). Unknown names raise InvalidSpec listing the known ones.");
   plain.def(py::init([](analytic_cost_model cost, const std::string& recompute) {
               return chosen_scheduler(std::move(cost), varlen_buckets{}, recompute_named(recompute));
             }),
-            py::arg("cost"), py::kw_only(), py::arg("recompute") = "pyramid")
+            py::arg("cost"), py::kw_only(), py::arg("recompute") = "selective-pyramid")
       .def(py::init([](model_spec model, cluster_spec cluster, training_spec training,
                        const std::string& recompute) {
              return chosen_scheduler(analytic_cost_model(std::move(model), std::move(cluster), training),
                                      varlen_buckets{}, recompute_named(recompute));
            }),
            py::arg("model"), py::arg("cluster"), py::arg("training") = training_spec{}, py::kw_only(),
-           py::arg("recompute") = "pyramid", "Scheduler(AnalyticCostModel(model, cluster, training))")
+           py::arg("recompute") = "selective-pyramid", "Scheduler(AnalyticCostModel(model, cluster, training))")
       .def_property_readonly(
           "recompute", [](const chosen_scheduler& s) { return std::string(s.recompute().name()); },
           "the recompute strategy's name");
@@ -256,7 +257,7 @@ void bind_schedulers(py::module_& m) {
               return static_scheduler(std::move(cost), varlen_buckets{}, recompute_named(recompute),
                                       static_placement{from_python<std::int64_t>(degree, "StaticScheduler: degree")});
             }),
-            py::arg("cost"), py::arg("degree"), py::kw_only(), py::arg("recompute") = "pyramid",
+            py::arg("cost"), py::arg("degree"), py::kw_only(), py::arg("recompute") = "selective-pyramid",
             "Raises InvalidSpec (at plan) for a degree the model or cluster does not allow.")
       .def_property_readonly(
           "recompute", [](const static_scheduler& s) { return std::string(s.recompute().name()); },

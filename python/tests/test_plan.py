@@ -162,7 +162,7 @@ class PlanTest(unittest.TestCase):
     def test_recompute_strategy_by_name(self) -> None:
         cost = dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200())
         batch = [4096, 1024, 30000, 700, 2048, 9000, 60000]
-        self.assertEqual(dcp.Scheduler(cost).recompute, "pyramid")
+        self.assertEqual(dcp.Scheduler(cost).recompute, "selective-pyramid")
         full = dcp.StaticScheduler(cost, 4, recompute="full").plan(batch)
         layers = dcp.models.llama3_8b().layers
         self.assertTrue(all(s.recompute == dcp.RecomputeSetting.full(layers) for s in full.micro_steps))
@@ -175,9 +175,15 @@ class PlanTest(unittest.TestCase):
                                                           r"strategy 'none'.*which this strategy does not choose"):
             dcp.Scheduler(cost, recompute="none").plan(batch)
         # The default scheduler's strategy by name plans exactly as the default scheduler.
-        self.assertEqual(dcp.Scheduler(cost, recompute="pyramid").plan(batch), dcp.Scheduler(cost).plan(batch))
-        with self.assertRaisesRegex(ValueError, r"recompute = 'most': not a recompute strategy \(known: pyramid, "
-                                                r"selective, full, none\)"):
+        self.assertEqual(dcp.Scheduler(cost, recompute="selective-pyramid").plan(batch), dcp.Scheduler(cost).plan(batch))
+        # The pyramid never takes selective recomputation; the selective pyramid takes it before any
+        # fully recomputed layer.
+        pyramid = dcp.Scheduler(cost, recompute="pyramid").plan(batch)
+        self.assertFalse(any(s.recompute.selective for s in pyramid.micro_steps))
+        self.assertTrue(all(s.recompute.is_none() or s.recompute.selective or s.recompute == dcp.RecomputeSetting.full(layers)
+                            for s in dcp.Scheduler(cost).plan(batch).micro_steps))
+        with self.assertRaisesRegex(ValueError, r"recompute = 'most': not a recompute strategy \(known: "
+                                                r"selective-pyramid, pyramid, selective, full, none\)"):
             dcp.Scheduler(cost, recompute="most")
 
     def test_video_samples(self) -> None:

@@ -20,7 +20,7 @@ struct scenario {
   training_spec training;
 };
 
-template <class Recompute = pyramid_recompute>
+template <class Recompute = DataCentricScheduler<>::recompute_type>
 double best_static_of(const analytic_cost_model& cost, const std::vector<sample>& batch) {
   const DataCentricScheduler<analytic_cost_model, varlen_buckets, Recompute, best_static_placement>
       baseline(cost);
@@ -108,7 +108,7 @@ TEST_CASE("Scheduler.Promises.groups_cross_nodes_only_when_needed") {
   const DataCentricScheduler<> scheduler(cost);
   balanced_placement strict_options;
   strict_options.cross_nodes_when_faster = false;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement> strict(
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, DataCentricScheduler<>::recompute_type, balanced_placement> strict(
       cost, {}, {}, strict_options);
   int together = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
@@ -132,7 +132,7 @@ TEST_CASE("Scheduler.Promises.groups_cross_nodes_only_when_needed") {
       double cheapest_intra = 1e300;
       for (std::int64_t d = 1; d <= plan.gpus_per_node; d *= 2) {
         const execution_config c{d, sequence_parallel::ulysses, {}};
-        if (auto r = pyramid_recompute{}.choose(cost, shape, c)) {
+        if (auto r = DataCentricScheduler<>::recompute_type{}.choose(cost, shape, c)) {
           auto with = c;
           with.recompute = *r;
           const double seconds = cost.seconds(shape, with);
@@ -181,7 +181,7 @@ TEST_CASE("Scheduler.Dynamic.uses_several_degrees_for_a_lopsided_batch") {
   // With the exact search the plan itself reports the best static layout.
   balanced_placement exact;
   exact.exact_best_static = true;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement>
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, DataCentricScheduler<>::recompute_type, balanced_placement>
       reporting(cost, {}, {}, exact);
   CHECK(reporting.plan(batch).best_static_seconds == doctest::Approx(best_static_of(cost, batch)));
 }

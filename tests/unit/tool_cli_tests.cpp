@@ -28,7 +28,7 @@ TEST_CASE("Tool.Cli.defaults_plan_llama3_8b_on_4x8_h200") {
   const auto o = parse({});
   CHECK(o.model == "llama3-8b");
   CHECK(o.gpu == "h200");
-  CHECK(o.recompute == recompute_choice::pyramid);
+  CHECK(o.recompute == recompute_choice::selective_pyramid);
   CHECK(o.bucketing == bucketing_choice::varlen);
   CHECK(o.placement == placement_choice::balanced);
   CHECK(o.tokens == 1'000'000);
@@ -103,6 +103,7 @@ TEST_CASE("Tool.Cli.parses_every_flag") {
   CHECK(parse({"--bucketing", "log2"}).bucketing == bucketing_choice::log2);
   CHECK(parse({"--recompute=none"}).recompute == recompute_choice::none);
   CHECK(parse({"--recompute", "full"}).recompute == recompute_choice::full);
+  CHECK(parse({"--recompute", "pyramid"}).recompute == recompute_choice::pyramid);
   CHECK(parse({"-"}).input == "-");
   CHECK(parse({"--", "--odd-name"}).input == "--odd-name");
   CHECK(parse({"--help"}).help);

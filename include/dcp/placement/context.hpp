@@ -82,6 +82,7 @@ public:
       empty_bytes_.push_back(empty);
     }
     alone_.resize(degrees_.size());
+    packing_.resize(degrees_.size());
     for (auto& column : alone_) column.resize((shapes_.size() + option_block::size - 1) / option_block::size);
   }
 
@@ -183,6 +184,42 @@ public:
   }
 
   [[nodiscard]] double empty_bytes(std::size_t k) const noexcept { return empty_bytes_[k]; }
+
+  /// The setting a new micro-batch is opened with at degree index k for a sample that runs
+  /// with `alone`: the degree's packing setting (packing_setting) where the sample alone gets
+  /// the strategy's lightest setting, else the sample's own. The packer falls back to the
+  /// lightest setting for a micro-batch that ends up fitting it (first_fit_packer::finish).
+  [[nodiscard]] recompute_setting opening_setting(std::size_t k, const degree_option& alone) const {
+    const auto& p = packing_setting(k);
+    return alone.recompute == p.lightest ? p.dense : alone.recompute;
+  }
+
+  /// What short samples are packed with at degree index k: the recompute strategy's lightest
+  /// setting (an empty micro-batch's) and the setting micro-batches of them are filled to. The
+  /// dense setting is the one with the least time per token for a micro-batch filled to the
+  /// budget with copies of a typical short sample (the batch's median, or the first shorter one
+  /// that fits at the lightest setting) among the lightest and what the strategy chooses for
+  /// 1.25 to 8 times as many copies as fit at the lightest — fewer, fuller micro-steps where the
+  /// fixed cost per micro-step outweighs the recomputation, as selective recomputation does for
+  /// 70B-class models under ZeRO-3 (docs/planner.md "Recomputation"). Kept only if at least 1 %
+  /// faster per token. Only for strategies with fit_decides (a join is then checked against the
+  /// budget at the micro-batch's setting; other strategies decide per union). Computed once per
+  /// degree, O(log L + log n) cost-model calls.
+  struct packing {
+    recompute_setting lightest{};
+    recompute_setting dense{};
+  };
+  /// Whether degree index k has a dense packing setting other than its lightest: the packer
+  /// then packs a group both ways and keeps the faster.
+  [[nodiscard]] bool packs_denser(std::size_t k) const {
+    const auto& p = packing_setting(k);
+    return p.dense != p.lightest;
+  }
+  [[nodiscard]] const packing& packing_setting(std::size_t k) const {
+    auto& p = packing_[k];
+    if (!p) p = choose_packing(k);
+    return *p;
+  }
 
   /// Time and bytes of `shape` at degree index k with a given setting and style.
   [[nodiscard]] degree_option run(const micro_batch_shape& shape, std::size_t k, recompute_setting setting,
@@ -302,7 +339,75 @@ private:
     }
   };
   mutable std::vector<std::vector<std::unique_ptr<option_block>>> alone_;  // [degree][block]
+  mutable std::vector<std::optional<packing>> packing_;
   mutable std::vector<std::size_t> packing_order_;
+
+  // `copies` samples shaped like `one`; nullopt where the totals pass int64.
+  [[nodiscard]] static std::optional<micro_batch_shape> copies_of(const micro_batch_shape& one,
+                                                                  std::int64_t copies) noexcept {
+    const auto samples = detail::checked_mul(one.samples, copies);
+    const auto tokens = detail::checked_mul(one.tokens, copies);
+    if (!samples || !tokens) return std::nullopt;
+    return micro_batch_shape{*samples, *tokens, one.longest, one.attention_pairs * static_cast<double>(copies)};
+  }
+  // The most copies of `one` (up to 2^20) that fit the budget at degree index k with `setting`
+  // in the default style: doubling, then bisection (bytes never decrease with copies).
+  [[nodiscard]] std::int64_t copies_fitting(const micro_batch_shape& one, std::size_t k,
+                                            recompute_setting setting) const {
+    const auto c = config(k, setting);
+    const auto fits = [&](std::int64_t n) {
+      const auto shape = copies_of(one, n);
+      return shape && static_cast<double>(problem_.cost.peak_bytes(*shape, c)) <= budget_;
+    };
+    if (!fits(1)) return 0;
+    constexpr std::int64_t most = std::int64_t{1} << 20;
+    std::int64_t low = 1;
+    std::int64_t high = 2;
+    while (high <= most && fits(high)) {
+      low = high;
+      high *= 2;
+    }
+    if (high > most) return low;
+    while (high - low > 1) {
+      const std::int64_t mid = low + (high - low) / 2;
+      (fits(mid) ? low : high) = mid;
+    }
+    return low;
+  }
+  [[nodiscard]] packing choose_packing(std::size_t k) const {
+    const auto lightest = evaluate(micro_batch_shape{}, k).recompute;
+    packing out{lightest, lightest};
+    if constexpr (fit_decides_v<R>) {
+      if (shapes_.empty()) return out;
+      // The median sample in canonical order (longest first), or a shorter one that fits.
+      std::size_t i = shapes_.size() / 2;
+      std::int64_t n0 = copies_fitting(shapes_[i], k, lightest);
+      while (n0 == 0 && i + 1 < shapes_.size()) {
+        i += (shapes_.size() - i + 1) / 2;
+        n0 = copies_fitting(shapes_[std::min(i, shapes_.size() - 1)], k, lightest);
+      }
+      if (n0 == 0) return out;
+      const auto& one = shapes_[std::min(i, shapes_.size() - 1)];
+      const auto per_copy = [&](std::int64_t n, recompute_setting r) {
+        return problem_.cost.seconds(*copies_of(one, n), config(k, r)) / static_cast<double>(n);
+      };
+      double best = per_copy(n0, lightest);
+      for (const double factor : {1.25, 1.5, 2.0, 3.0, 4.0, 8.0}) {
+        const auto more = copies_of(one, static_cast<std::int64_t>(factor * static_cast<double>(n0)) + 1);
+        if (!more) break;
+        const auto r = problem_.recompute.choose(problem_.cost, *more, config(k));
+        if (!r || *r == lightest) continue;
+        const auto n = copies_fitting(one, k, *r);
+        if (n <= n0) continue;
+        const double t = per_copy(n, *r);
+        if (t < 0.99 * best) {
+          best = t;
+          out.dense = *r;
+        }
+      }
+    }
+    return out;
+  }
   mutable bool order_known_ = false;
 };
 
@@ -325,14 +430,17 @@ namespace detail {
 
 /// First fit for one group, fed its samples in packing order (bucket descending, then index):
 /// each joins the first micro-batch of its bucket, in creation order, with room for what it
-/// needs alone and whose setting the recompute strategy keeps for the union, else opens one.
+/// needs alone and whose setting the recompute strategy keeps for the union, else opens one
+/// (at the degree's dense packing setting for a short sample: placement_context::opening_setting).
 template <class Context>
 class first_fit_packer {
 public:
   /// `smallest_need`: the least activation bytes any of the group's samples needs alone; a
   /// micro-batch with less free room is closed and never tried again.
-  first_fit_packer(const Context& ctx, std::size_t k, double smallest_need, std::size_t expected = 0)
-      : ctx_(ctx), k_(k), smallest_need_(smallest_need) {
+  /// `dense`: open a short sample's micro-batch at the degree's dense packing setting.
+  first_fit_packer(const Context& ctx, std::size_t k, double smallest_need, std::size_t expected = 0,
+                   bool dense = false)
+      : ctx_(ctx), k_(k), smallest_need_(smallest_need), dense_(dense) {
     joined_.reserve(expected);
   }
 
@@ -358,16 +466,27 @@ public:
     if (!alone.feasible) ctx_.throw_does_not_fit(i);
     joined_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(batches_.size())});
     sizes_.push_back(1);
-    batches_.push_back({{}, ctx_.shape(i), alone});
-    open_.push(room(ctx_.budget() - alone.peak_bytes));
+    // A short sample opens its micro-batch at the degree's dense packing setting, if asked.
+    auto run = alone;
+    const auto opening = dense_ ? ctx_.opening_setting(k_, alone) : alone.recompute;
+    if (opening != alone.recompute && ctx_.runs_with(ctx_.shape(i), k_, opening, alone.sp))
+      run = ctx_.run(ctx_.shape(i), k_, opening, alone.sp);
+    batches_.push_back({{}, ctx_.shape(i), run});
+    open_.push(room(ctx_.budget() - run.peak_bytes));
+    own_.push_back(alone.recompute);
   }
 
-  /// The micro-batches, each timed as a whole, their samples in the order they joined.
+  /// The micro-batches, each timed as a whole, their samples in the order they joined; one
+  /// opened at the dense packing setting that fits its first sample's own setting gets that.
   [[nodiscard]] std::vector<packed_batch> finish() && {
     for (std::size_t b = 0; b < batches_.size(); ++b) batches_[b].samples.reserve(sizes_[b]);
     for (const auto& [i, b] : joined_) batches_[b].samples.push_back(i);
-    for (auto& batch : batches_)
-      if (batch.samples.size() > 1) batch.run = ctx_.run(batch.shape, k_, batch.run.recompute, batch.run.sp);
+    for (std::size_t b = 0; b < batches_.size(); ++b) {
+      auto& batch = batches_[b];
+      if (batch.run.recompute != own_[b] && ctx_.runs_with(batch.shape, k_, own_[b], batch.run.sp))
+        batch.run = ctx_.run(batch.shape, k_, own_[b], batch.run.sp);
+      else if (batch.samples.size() > 1) batch.run = ctx_.run(batch.shape, k_, batch.run.recompute, batch.run.sp);
+    }
     return std::move(batches_);
   }
 
@@ -379,6 +498,7 @@ private:
   const Context& ctx_;
   std::size_t k_;
   double smallest_need_;
+  bool dense_;
   std::vector<packed_batch> batches_{};  // sample lists filled by finish()
   // (sample, micro-batch) in joining order and the size of each micro-batch: the packer's
   // writes go to one sequential log rather than to a list per micro-batch (with thousands of
@@ -391,6 +511,7 @@ private:
   };
   std::vector<join_record> joined_{};
   std::vector<std::uint32_t> sizes_{};
+  std::vector<recompute_setting> own_{};  // per micro-batch, its first sample's own setting
   first_fit_index open_{};  // free bytes per micro-batch, -inf once closed
   std::size_t bucket_begin_ = 0;  // first micro-batch of the current bucket
   std::int32_t bucket_ = 0;
@@ -398,10 +519,21 @@ private:
 
 }  // namespace detail
 
+/// Total seconds of a list of packed micro-batches.
+[[nodiscard]] inline double total_seconds(const std::vector<packed_batch>& batches) noexcept {
+  double t = 0;
+  for (const auto& b : batches) t += b.run.seconds;
+  return t;
+}
+
 /// Packs the samples one group runs at degree index k into micro-batches: per bucket, first fit
 /// in canonical order (longest first), a sample joining a micro-batch only if the recompute
-/// strategy's setting for the union is the one the micro-batch already has (packing never adds
-/// recomputation) and the union fits the budget. A micro-batch whose free bytes are below what
+/// strategy's setting for the union is the one the micro-batch already has and the union fits
+/// the budget (packing never adds recomputation). Where the degree has a dense packing setting
+/// (placement_context::packing_setting: selective recomputation where fuller micro-steps save
+/// more fixed cost than it costs), the group is also packed with its short samples'
+/// micro-batches opened at that setting (each falling back to the lightest if it ends up
+/// fitting it), and the packing with the shorter total is kept. A micro-batch whose free bytes are below what
 /// the group's smallest sample needs is closed; the open ones sit in a segment tree, so finding
 /// the first that may hold a sample costs O(log micro-batches), not a scan.
 template <class Context>
@@ -417,9 +549,17 @@ std::vector<packed_batch> pack_to_budget(const Context& ctx, std::vector<std::si
     const auto& alone = ctx.alone(i, k);
     if (alone.feasible) smallest_need = std::min(smallest_need, alone.peak_bytes - ctx.empty_bytes(k));
   }
-  detail::first_fit_packer<Context> packer(ctx, k, smallest_need, items.size());
-  for (auto i : items) packer.add(i);
-  return std::move(packer).finish();
+  const auto pack = [&](bool dense) {
+    detail::first_fit_packer<Context> packer(ctx, k, smallest_need, items.size(), dense);
+    for (auto i : items) packer.add(i);
+    return std::move(packer).finish();
+  };
+  auto out = pack(false);
+  if (ctx.packs_denser(k)) {
+    auto dense = pack(true);
+    if (total_seconds(dense) < total_seconds(out)) out = std::move(dense);
+  }
+  return out;
 }
 
 /// pack_to_budget for every group at once, with the same result: one pass over the samples in
@@ -448,22 +588,30 @@ template <class Context>
     const auto& alone = ctx.alone(i, k);
     if (alone.feasible) smallest_need[g] = std::min(smallest_need[g], alone.peak_bytes - ctx.empty_bytes(k));
   });
+  // Each group packed at the lightest setting and, where the degree has a denser one, at that
+  // too; the group keeps the packing with the shorter total.
+  const bool both = ctx.packs_denser(k);
   std::vector<detail::first_fit_packer<Context>> packers;
-  packers.reserve(groups.size());
-  for (std::size_t g = 0; g < groups.size(); ++g)
-    packers.emplace_back(ctx, k, smallest_need[g], groups[g].size());
-  each([&](std::size_t i, std::uint32_t g) { packers[g].add(i); });
+  packers.reserve(both ? 2 * groups.size() : groups.size());
+  for (const bool dense : {false, true}) {
+    if (dense && !both) break;
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      packers.emplace_back(ctx, k, smallest_need[g], groups[g].size(), dense);
+  }
+  each([&](std::size_t i, std::uint32_t g) {
+    packers[g].add(i);
+    if (both) packers[groups.size() + g].add(i);
+  });
   std::vector<std::vector<packed_batch>> out;
   out.reserve(groups.size());
-  for (auto& packer : packers) out.push_back(std::move(packer).finish());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    out.push_back(std::move(packers[g]).finish());
+    if (!both) continue;
+    auto dense = std::move(packers[groups.size() + g]).finish();
+    if (total_seconds(dense) < total_seconds(out.back())) out.back() = std::move(dense);
+  }
   return out;
 }
 
-/// Total seconds of a list of packed micro-batches.
-[[nodiscard]] inline double total_seconds(const std::vector<packed_batch>& batches) noexcept {
-  double t = 0;
-  for (const auto& b : batches) t += b.run.seconds;
-  return t;
-}
 
 }  // namespace dcp

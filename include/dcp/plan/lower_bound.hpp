@@ -11,7 +11,9 @@
 // to the marginals) — and holds at most C(d) tokens, the most one
 // micro-batch can hold within the budget with every layer recomputed, so each token carries at
 // least ρ(d) = T_∅(d) / C(d) of it. With bound_options::recompute_ladder, w_i is also bounded
-// over ranges of recomputed layers [lo, hi] — the marginal at lo, the capacity at hi — and the
+// over ranges of recomputed layers [lo, hi] (doubling away from none and from every layer),
+// with selective recomputation and without — the
+// marginal at lo, the capacity at hi, each with the range's selective flag — and the
 // larger of the two is used. ρ is counted only for a cost model that declares
 // `memory_by_tokens` (cost_model optional member 8: peak bytes depend on a micro-batch only
 // through its tokens and samples, an empty micro-batch is fastest without recomputation, and
@@ -80,13 +82,16 @@ template <class M>
   return low;
 }
 
-// One rung of the ladder: recomputed layers in [lo, hi], with or without selective
-// recomputation. rho[k][j]: the fixed cost per token at degree index k in its j-th style,
-// T_∅(k, j) / C(k, j, hi), where C is the larger of the capacities with and without selective
-// recomputation (infinity when nothing fits); cheapest: min_{k,j} degree(k) · rho[k][j].
+// One rung of the ladder: recomputed layers in [lo, hi], with selective recomputation or
+// without. rho[k][j]: the fixed cost per token at degree index k in its j-th style,
+// T_∅(k, j) / C(k, j, hi, selective) (infinity when nothing fits); cheapest:
+// min_{k,j} degree(k) · rho[k][j]. The plain rung [0, L] takes the larger capacity of the two
+// (at every layer recomputed they are the same).
 struct rung {
   std::int32_t lo = 0;
   std::int32_t hi = 0;
+  bool selective = false;
+  bool either = false;  ///< the plain rung: capacity with or without selective recomputation
   std::vector<std::vector<double>> rho{};
   double cheapest = std::numeric_limits<double>::infinity();
 };
@@ -97,15 +102,24 @@ template <class Context>
   const auto layers = static_cast<std::int32_t>(cost.model().layers);
   std::vector<rung> rungs;
   if (with_ranges) {
-    // [0, 0], [1, 1], [2, 3], [4, 7], ...: ranges doubling up to every layer.
-    rungs.push_back({0, 0});
-    for (std::int32_t lo = 1; lo <= layers; lo *= 2) {
-      rungs.push_back({lo, std::min(layers, 2 * lo - 1)});
-      if (lo > layers / 2) break;  // the next lo would pass the layers (and could overflow)
+    // Ranges that double away from both ends, [0, 0], [1, 1], [2, 3], ..., [L-2, L-2],
+    // [L-1, L-1], [L, L] (capacity changes fastest near every layer recomputed, time near
+    // none), each with selective recomputation and without: a micro-step's marginal is at
+    // least the one at its rung's lo with its own selective flag, and it holds at most the
+    // capacity at hi with it.
+    std::vector<std::int32_t> starts{0, layers};
+    for (std::int32_t step = 1; step < layers; step *= 2) {
+      starts.push_back(step);
+      starts.push_back(layers - step);
+      if (step > layers / 2) break;  // the next step would pass the layers (and could overflow)
     }
-    rungs.back().hi = layers;
+    std::sort(starts.begin(), starts.end());
+    starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+    for (const bool selective : {false, true})
+      for (std::size_t i = 0; i < starts.size(); ++i)
+        rungs.push_back({starts[i], i + 1 < starts.size() ? starts[i + 1] - 1 : layers, selective});
   } else {
-    rungs.push_back({0, layers});  // the plain share: capacity at full recomputation
+    rungs.push_back({0, layers, false, true});  // the plain share: capacity at full recomputation
   }
   for (auto& r : rungs) {
     r.rho.resize(ctx.degrees().size());
@@ -113,8 +127,10 @@ template <class Context>
       r.rho[k].assign(ctx.style_count(k), std::numeric_limits<double>::infinity());
       for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
         const auto sp = ctx.style(k, j);
-        const auto capacity = std::max(token_capacity(cost, ctx.config(k, {r.hi, false}, sp), ctx.budget()),
-                                       token_capacity(cost, ctx.config(k, {r.hi, true}, sp), ctx.budget()));
+        const auto capacity =
+            r.either ? std::max(token_capacity(cost, ctx.config(k, {r.hi, false}, sp), ctx.budget()),
+                                token_capacity(cost, ctx.config(k, {r.hi, true}, sp), ctx.budget()))
+                     : token_capacity(cost, ctx.config(k, {r.hi, r.selective}, sp), ctx.budget());
         if (capacity == 0) continue;
         r.rho[k][j] = std::max(0.0, dcp::detail::fixed_seconds_of(cost, ctx.config(k, {}, sp))) /
                       static_cast<double>(capacity);
@@ -153,7 +169,7 @@ template <class Context>
     const auto tokens = static_cast<double>(shape.tokens);
     for (const auto& r : rungs) {
       if (degree_one_only) {
-        best = std::min(best, bound_detail::marginal_at(cost, shape, ctx.config(0, {r.lo, false})) +
+        best = std::min(best, bound_detail::marginal_at(cost, shape, ctx.config(0, {r.lo, r.selective})) +
                                   tokens * r.cheapest);
         continue;
       }
@@ -161,12 +177,10 @@ template <class Context>
         for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
           if (r.rho[k][j] == std::numeric_limits<double>::infinity()) continue;
           const auto sp = ctx.style(k, j);
-          const bool fits =
-              static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, false}, sp))) <= ctx.budget() ||
-              static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, true}, sp))) <= ctx.budget();
-          if (!fits) continue;
+          if (static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, r.selective}, sp))) > ctx.budget())
+            continue;
           best = std::min(best, static_cast<double>(ctx.degree(k)) *
-                                    (bound_detail::marginal_at(cost, shape, ctx.config(k, {r.lo, false}, sp)) +
+                                    (bound_detail::marginal_at(cost, shape, ctx.config(k, {r.lo, r.selective}, sp)) +
                                      tokens * r.rho[k][j]));
         }
       }

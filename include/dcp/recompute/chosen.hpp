@@ -16,15 +16,17 @@
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
-/// Holds no_recompute, full_recompute, selective_recompute or pyramid_recompute and behaves as
-/// the one it holds: choose() and name() forward to it. Every alternative declares
-/// fit_decides, so this does too.
+/// Holds selective_pyramid_recompute (the default, as the scheduler's), pyramid_recompute,
+/// selective_recompute, full_recompute or no_recompute and behaves as the one it holds:
+/// choose() and name() forward to it. Every alternative declares fit_decides, so this does too.
 class chosen_recompute {
 public:
-  using alternatives = std::variant<pyramid_recompute, selective_recompute, full_recompute, no_recompute>;
+  using alternatives = std::variant<selective_pyramid_recompute, pyramid_recompute, selective_recompute,
+                                    full_recompute, no_recompute>;
   static constexpr bool fit_decides = true;
   /// The names from_name accepts, as the strategies' name() spells them.
-  static constexpr std::array<std::string_view, 4> names{"pyramid", "selective", "full", "none"};
+  static constexpr std::array<std::string_view, 5> names{"selective-pyramid", "pyramid", "selective", "full",
+                                                         "none"};
 
   constexpr chosen_recompute() noexcept = default;
   template <class R>
@@ -33,6 +35,7 @@ public:
 
   /// The strategy whose name() is `name`; throws invalid_spec naming the value and the choices.
   [[nodiscard]] static chosen_recompute from_name(std::string_view name) {
+    if (name == "selective-pyramid") return selective_pyramid_recompute{};
     if (name == "pyramid") return pyramid_recompute{};
     if (name == "selective") return selective_recompute{};
     if (name == "full") return full_recompute{};

@@ -1,6 +1,8 @@
 #pragma once
-// The shipped recompute strategies: none, full, selective, and pyramid — the fewest fully
-// recomputed layers that make this micro-batch fit, found exactly per micro-batch.
+// The shipped recompute strategies: none, full, selective, pyramid — the fewest fully
+// recomputed layers that make this micro-batch fit, found exactly per micro-batch — and
+// selective-pyramid, the default: selective recomputation first, then the fewest fully
+// recomputed layers on top of it.
 
 #include <optional>
 #include <string_view>
@@ -24,6 +26,24 @@ template <cost_model M>
                                          const execution_config& c, recompute_setting r) {
   if (fits(m, s, c, r)) return r;
   return std::nullopt;
+}
+
+/// The first of setting(1), ..., setting(L) that fits, given that setting(0) does not (binary
+/// search: peak bytes never increase along the ladder); nullopt when setting(L) does not fit.
+template <cost_model M, class Ladder>
+[[nodiscard]] std::optional<recompute_setting> first_rung_that_fits(const M& m, const micro_batch_shape& s,
+                                                                    const execution_config& c,
+                                                                    Ladder setting) {
+  const auto layers = m.model().layers;
+  if (!fits(m, s, c, setting(layers))) return std::nullopt;
+  std::int64_t low = 0;        // does not fit
+  std::int64_t high = layers;  // fits
+  while (high - low > 1) {
+    const std::int64_t mid = low + (high - low) / 2;
+    if (fits(m, s, c, setting(mid))) high = mid;
+    else low = mid;
+  }
+  return setting(high);
 }
 }  // namespace detail
 
@@ -74,24 +94,45 @@ struct pyramid_recompute {
   [[nodiscard]] std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
                                           const execution_config& c) const {
     if (detail::fits(m, s, c, recompute_setting::none())) return recompute_setting::none();
-    const auto layers = m.model().layers;
-    if (!detail::fits(m, s, c, recompute_setting::partial(layers))) return std::nullopt;
-    std::int64_t low = 0;  // does not fit
-    std::int64_t high = layers;  // fits
-    while (high - low > 1) {
-      const std::int64_t mid = low + (high - low) / 2;
-      if (detail::fits(m, s, c, recompute_setting::partial(mid))) high = mid;
-      else low = mid;
-    }
-    return recompute_setting::partial(high);
+    return detail::first_rung_that_fits(m, s, c, [](std::int64_t k) { return recompute_setting::partial(k); });
   }
   [[nodiscard]] constexpr std::string_view name() const noexcept { return "pyramid"; }
   friend constexpr bool operator==(pyramid_recompute, pyramid_recompute) noexcept { return true; }
+};
+
+/// Selective pyramid, the scheduler's default: no recomputation if the micro-batch fits, else
+/// selective recomputation (norms and the MLP activation, memory-bound and cheap) if that is
+/// enough, else selective recomputation plus the fewest fully recomputed layers k in [1, L] that
+/// make it fit — what DynaPipe's "none, then selective, then full" and Megatron-Core's
+/// recompute_num_layers do, found exactly per micro-batch. Peak bytes never increase along
+/// none, selective, selective + 1 layer, ..., selective + L - 1 layers, full, so the first that
+/// fits is found by two checks and a binary search: O(log L) cost-model calls. Selective
+/// recomputation saves (4h + 2f) bytes per token per kept layer for a memory-bound re-run, so it
+/// is taken before a layer is fully recomputed (docs/planner.md "Recomputation" has the measured
+/// effect).
+struct selective_pyramid_recompute {
+  static constexpr bool fit_decides = true;
+  template <cost_model M>
+  [[nodiscard]] std::optional<recompute_setting> choose(const M& m, const micro_batch_shape& s,
+                                          const execution_config& c) const {
+    if (detail::fits(m, s, c, recompute_setting::none())) return recompute_setting::none();
+    if (detail::fits(m, s, c, recompute_setting::selective_only())) return recompute_setting::selective_only();
+    // Every layer fully recomputed leaves nothing for selective recomputation: that is full().
+    const auto layers = m.model().layers;
+    return detail::first_rung_that_fits(m, s, c, [layers](std::int64_t k) {
+      return k == layers ? recompute_setting::full(layers) : recompute_setting{static_cast<std::int32_t>(k), true};
+    });
+  }
+  [[nodiscard]] constexpr std::string_view name() const noexcept { return "selective-pyramid"; }
+  friend constexpr bool operator==(selective_pyramid_recompute, selective_pyramid_recompute) noexcept {
+    return true;
+  }
 };
 
 static_assert(recompute_strategy<no_recompute, analytic_cost_model>);
 static_assert(recompute_strategy<full_recompute, analytic_cost_model>);
 static_assert(recompute_strategy<selective_recompute, analytic_cost_model>);
 static_assert(recompute_strategy<pyramid_recompute, analytic_cost_model>);
+static_assert(recompute_strategy<selective_pyramid_recompute, analytic_cost_model>);
 
 }  // namespace dcp

@@ -53,7 +53,7 @@ template <cost_model Cost>
   if (options.micro_batches < 0)
     throw invalid_spec("wlb_llm_with_outlier_delay: micro_batches = " + std::to_string(options.micro_batches) +
                        ", must be >= 0 (0 derives it)");
-  using scheduler_t = DataCentricScheduler<Cost, varlen_buckets, pyramid_recompute, baselines::wlb_llm>;
+  using scheduler_t = DataCentricScheduler<Cost, varlen_buckets, selective_pyramid_recompute, baselines::wlb_llm>;
   struct state {
     scheduler_t scheduler;
     baselines::wlb_outlier_queues queues;
@@ -64,7 +64,7 @@ template <cost_model Cost>
   auto thresholds = options.thresholds.empty() ? baselines::wlb_default_thresholds(context_tokens)
                                                : std::move(options.thresholds);
   const auto shared = std::make_shared<state>(
-      state{scheduler_t(cost, varlen_buckets{}, pyramid_recompute{}, options.wlb),
+      state{scheduler_t(cost, varlen_buckets{}, selective_pyramid_recompute{}, options.wlb),
             baselines::wlb_outlier_queues(thresholds), options.micro_batches});
   std::string note = "outlier delay (WLB-LLM section 4) of text documents, video never held: levels from";
   for (std::size_t i = 0; i < thresholds.size(); ++i) note += (i ? ", " : " ") + std::to_string(thresholds[i]);

@@ -23,7 +23,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::sim {
 /// of the fixed per-micro-step cost over the ladder of recomputation ranges, each option's
 /// recomputation the strategy's choice for the sample alone at the capacity.
 /// Throws what validate_batch throws, and sample_does_not_fit for a sample that fits nowhere.
-template <recompute_strategy<truth_model> Recompute = pyramid_recompute>
+template <recompute_strategy<truth_model> Recompute = selective_pyramid_recompute>
 [[nodiscard]]
 double truth_lower_bound_seconds(std::span<const sample> batch, const truth_model& truth,
                                  const Recompute& recompute = {}) {
