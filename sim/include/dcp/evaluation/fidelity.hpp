@@ -125,7 +125,7 @@ using plan_function = std::function<step_plan(std::span<const sample>)>;
   return out;
 }
 
-template <class Recompute = pyramid_recompute, class Placement>
+template <class Recompute = DataCentricScheduler<>::recompute_type, class Placement>
 [[nodiscard]] plan_function planner_with(const analytic_cost_model& cost, Placement placement) {
   auto scheduler = std::make_shared<DataCentricScheduler<analytic_cost_model, varlen_buckets, Recompute, Placement>>(
       cost, varlen_buckets{}, Recompute{}, std::move(placement));
@@ -206,7 +206,8 @@ inline constexpr megatron_dcp_published megatron_dcp_results[] = {
            "(1.14 B parameters, the benchmark ties it: ~0.89 B), so the bf16 gradient all-reduce moves 2.3 GB where "
            "Megatron reduces fp32 gradients of 0.89 B (3.6 GB)",
            "CP by ring attention (Megatron's default --cp-comm-type p2p), gradients all-reduced (no distributed "
-           "optimizer), no recomputation in the baseline; dynamic CP and dcp use pyramid_recompute (none fits here)",
+           "optimizer), no recomputation in the baseline; dynamic CP and dcp use the default selective_pyramid_recompute "
+           "(none fits here)",
            "global batch: DP x 8 sequences (MICRO_BATCH_SIZE 1, NUM_MICROBATCHES 8, DP = GPUs / 4) from the lognormal "
            "mock (mean 1024, sigma 1.5, clipped to 128..8192)",
            "the truth model's host time per kernel is fitted to this benchmark's 4-GPU baseline iteration (195.269 ms): "
@@ -371,7 +372,7 @@ template <class Placement>
            "our notes, so the bar is taken against the headline",
            "384K is not re-enacted: with 32 heads Ulysses stops at SP 32, and a 384K sequence needs SP 64 "
            "without recomputation (the paper's DeepSpeed ran SP 64, so its GPT-7B shape differs from ours)",
-           "dcp plans with its own recompute choice (pyramid_recompute) in every row"}};
+           "dcp plans with its own recompute choice (selective_pyramid_recompute) in every row"}};
 }
 
 namespace detail {
@@ -451,7 +452,7 @@ template <class Recompute>
                   detail::fixed(truth.gradient_sync_seconds(), 2) +
                   " s of every step; FlexSP and DeepSpeed prefetch them): a cost common to both that dilutes the "
                   "ratio"),
-          detail::flexsp_row<pyramid_recompute>(
+          detail::flexsp_row<DataCentricScheduler<>::recompute_type>(
               options, 196608, "recompute per micro-batch (ours)",
               "not the simulator: this DeepSpeed recomputes where memory asks, so it holds a 192K sequence at SP 8 "
               "inside one node; the paper's DeepSpeed, with one checkpointing setting for the run, needed the "
