@@ -8,8 +8,8 @@ int main() {
   // example-begin plan
   using namespace dcp;
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
-  const DataCentricScheduler<> scheduler(cost);  // defaults: varlen buckets, pyramid recompute,
-                                                 // balanced placement
+  const DataCentricScheduler<> scheduler(cost);  // defaults: varlen buckets, selective-pyramid
+                                                 // recompute, balanced placement
 
   std::vector<sample> batch;  // every rank builds the same list from the global batch
   batch.push_back(text_sample(0, 65536));  // one long document...

@@ -65,9 +65,9 @@ std::vector<planner> make_planners(std::int64_t gpus) {
   std::vector<planner> out;
   out.push_back({"static", "static_placement: degree " + std::to_string(gpus) + " for every sample, full recompute, 84 GiB",
                  [s = static_scheduler(narrow, {}, {}, static_placement{gpus})](const auto& b) { return s.plan(b); }});
-  out.push_back({"dcp", "DataCentricScheduler<>: balanced placement, pyramid recompute, 126 GiB",
+  out.push_back({"dcp", "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, 126 GiB",
                  [s = DataCentricScheduler<>(roomy)](const auto& b) { return s.plan(b); }});
-  out.push_back({"dcp-tight", "DataCentricScheduler<>: balanced placement, pyramid recompute, 84 GiB",
+  out.push_back({"dcp-tight", "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, 84 GiB",
                  [s = DataCentricScheduler<>(narrow)](const auto& b) { return s.plan(b); }});
   out.push_back({"dcp-selective", "DataCentricScheduler: balanced placement, selective recompute, 126 GiB",
                  [s = selective_scheduler(roomy)](const auto& b) { return s.plan(b); }});

@@ -80,11 +80,11 @@ std::vector<planner> make_planners(std::int64_t gpus) {
                    return s.plan(b);
                  }});
   out.push_back({"dcp",
-                 "DataCentricScheduler<>: balanced placement, pyramid recompute, budget " +
+                 "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, budget " +
                      gib_of(roomy_cost),
                  [s = DataCentricScheduler<>(roomy_cost)](const auto& b) { return s.plan(b); }});
   out.push_back({"dcp-tight",
-                 "DataCentricScheduler<>: balanced placement, pyramid recompute, budget " +
+                 "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, budget " +
                      gib_of(tight_cost),
                  [s = DataCentricScheduler<>(tight_cost)](const auto& b) { return s.plan(b); }});
   out.push_back({"dcp-selective",
