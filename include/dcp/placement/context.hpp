@@ -19,6 +19,7 @@
 
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/detail/checked.hpp"
+#include "dcp/detail/largest_fitting.hpp"
 #include "dcp/error.hpp"
 #include "dcp/placement/detail/first_fit_index.hpp"
 
@@ -351,28 +352,16 @@ private:
     return micro_batch_shape{*samples, *tokens, one.longest, one.attention_pairs * static_cast<double>(copies)};
   }
   // The most copies of `one` (up to 2^20) that fit the budget at degree index k with `setting`
-  // in the default style: doubling, then bisection (bytes never decrease with copies).
+  // in the default style.
   [[nodiscard]] std::int64_t copies_fitting(const micro_batch_shape& one, std::size_t k,
                                             recompute_setting setting) const {
     const auto c = config(k, setting);
-    const auto fits = [&](std::int64_t n) {
-      const auto shape = copies_of(one, n);
-      return shape && static_cast<double>(problem_.cost.peak_bytes(*shape, c)) <= budget_;
-    };
-    if (!fits(1)) return 0;
-    constexpr std::int64_t most = std::int64_t{1} << 20;
-    std::int64_t low = 1;
-    std::int64_t high = 2;
-    while (high <= most && fits(high)) {
-      low = high;
-      high *= 2;
-    }
-    if (high > most) return low;
-    while (high - low > 1) {
-      const std::int64_t mid = low + (high - low) / 2;
-      (fits(mid) ? low : high) = mid;
-    }
-    return low;
+    return detail::largest_fitting(
+        [&](std::int64_t n) {
+          const auto shape = copies_of(one, n);
+          return shape && static_cast<double>(problem_.cost.peak_bytes(*shape, c)) <= budget_;
+        },
+        std::int64_t{1} << 20);
   }
   [[nodiscard]] packing choose_packing(std::size_t k) const {
     const auto lightest = evaluate(micro_batch_shape{}, k).recompute;
@@ -383,11 +372,11 @@ private:
       std::size_t i = shapes_.size() / 2;
       std::int64_t n0 = copies_fitting(shapes_[i], k, lightest);
       while (n0 == 0 && i + 1 < shapes_.size()) {
-        i += (shapes_.size() - i + 1) / 2;
-        n0 = copies_fitting(shapes_[std::min(i, shapes_.size() - 1)], k, lightest);
+        i += (shapes_.size() - i) / 2;  // halfway to the shortest, at least one step
+        n0 = copies_fitting(shapes_[i], k, lightest);
       }
       if (n0 == 0) return out;
-      const auto& one = shapes_[std::min(i, shapes_.size() - 1)];
+      const auto& one = shapes_[i];
       const auto per_copy = [&](std::int64_t n, recompute_setting r) {
         return problem_.cost.seconds(*copies_of(one, n), config(k, r)) / static_cast<double>(n);
       };
@@ -612,6 +601,5 @@ template <class Context>
   }
   return out;
 }
-
 
 }  // namespace dcp

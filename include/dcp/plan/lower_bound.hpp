@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "dcp/concepts/cost_model.hpp"
+#include "dcp/detail/largest_fitting.hpp"
 #include "dcp/placement/context.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
@@ -66,20 +67,7 @@ template <class M>
     one.longest = tokens;
     return static_cast<double>(cost.peak_bytes(one, c)) <= budget;
   };
-  if (!fits(1)) return 0;
-  // Doubling, then bisection; 2^62 caps the search (no budget holds that many).
-  std::int64_t low = 1;
-  std::int64_t high = 2;
-  while (high < (std::int64_t{1} << 62) && fits(high)) {
-    low = high;
-    high *= 2;
-  }
-  if (fits(high)) return high;
-  while (high - low > 1) {
-    const std::int64_t mid = low + (high - low) / 2;
-    (fits(mid) ? low : high) = mid;
-  }
-  return low;
+  return largest_fitting(fits, std::int64_t{1} << 62);  // no budget holds 2^62 tokens
 }
 
 // One rung of the ladder: recomputed layers in [lo, hi], with selective recomputation or

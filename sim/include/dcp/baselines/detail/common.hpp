@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
+#include "dcp/detail/largest_fitting.hpp"
 #include "dcp/error.hpp"
 #include "dcp/placement/context.hpp"
 
@@ -98,20 +99,7 @@ template <class Context>
   const auto fits = [&](std::int64_t tokens) {
     return ctx.runs_with(text_shape(tokens), 0, *setting).has_value();
   };
-  if (!fits(1)) return 0;
-  std::int64_t low = 1;   // fits
-  std::int64_t high = 2;  // probe upwards until it does not
-  while (fits(high)) {
-    low = high;
-    if (high > (std::int64_t{1} << 40)) return high;
-    high *= 2;
-  }
-  while (high - low > 1) {
-    const std::int64_t mid = low + (high - low) / 2;
-    if (fits(mid)) low = mid;
-    else high = mid;
-  }
-  return low;
+  return dcp::detail::largest_fitting(fits, std::int64_t{1} << 41);
 }
 
 /// The number of caps a tuned policy tries must be in [1, 64]: they are capacity >> j for
