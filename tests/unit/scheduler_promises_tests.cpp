@@ -120,29 +120,37 @@ TEST_CASE("Scheduler.Promises.groups_cross_nodes_only_when_needed") {
     const auto strict_plan = strict.plan(batch);
     for (const auto& m : plan.micro_steps) {
       if (m.degree() <= plan.gpus_per_node) continue;
-      REQUIRE(m.sample_ids.size() == 1);
-      const auto it = std::find_if(batch.begin(), batch.end(),
-                                   [&](const sample& s) { return s.id == m.sample_ids[0]; });
-      const auto shape = micro_batch_shape::of(*it);
-      // Needed: nothing fits inside a node, or the fastest in-node option, started when the
-      // group starts, would end after the step, or every in-node option takes more
-      // GPU-seconds than the crossing group (it recomputes so much that it would take GPU
-      // time from the other samples).
-      double fastest_intra = 1e300;
-      double cheapest_intra = 1e300;
-      for (std::int64_t d = 1; d <= plan.gpus_per_node; d *= 2) {
-        const execution_config c{d, sequence_parallel::ulysses, {}};
-        if (auto r = DataCentricScheduler<>::recompute_type{}.choose(cost, shape, c)) {
-          auto with = c;
-          with.recompute = *r;
-          const double seconds = cost.seconds(shape, with);
-          fastest_intra = std::min(fastest_intra, seconds);
-          cheapest_intra = std::min(cheapest_intra, static_cast<double>(d) * seconds);
+      // A crossing micro-batch may hold several samples (long ones sharing the degree, short
+      // ones in its room); the group is needed when one of them needs it.
+      bool group_needed = false;
+      for (const auto id : m.sample_ids) {
+        const auto it = std::find_if(batch.begin(), batch.end(), [&](const sample& s) { return s.id == id; });
+        const auto shape = micro_batch_shape::of(*it);
+        // Needed: nothing fits inside a node, or the fastest in-node option, started when the
+        // group starts, would end after the step, or every in-node option takes more
+        // GPU-seconds than the sample alone in the crossing group (it recomputes so much that
+        // it would take GPU time from the other samples).
+        double fastest_intra = 1e300;
+        double cheapest_intra = 1e300;
+        for (std::int64_t d = 1; d <= plan.gpus_per_node; d *= 2) {
+          const execution_config c{d, sequence_parallel::ulysses, {}};
+          if (auto r = DataCentricScheduler<>::recompute_type{}.choose(cost, shape, c)) {
+            auto with = c;
+            with.recompute = *r;
+            const double seconds = cost.seconds(shape, with);
+            fastest_intra = std::min(fastest_intra, seconds);
+            cheapest_intra = std::min(cheapest_intra, static_cast<double>(d) * seconds);
+          }
         }
+        auto crossing = m.config;
+        const auto r = DataCentricScheduler<>::recompute_type{}.choose(cost, shape, execution_config{m.degree(), m.config.sp, {}});
+        REQUIRE(r.has_value());
+        crossing.recompute = *r;
+        const bool ends_late = m.start_seconds + fastest_intra > plan.makespan_seconds;
+        const bool saves_work = static_cast<double>(m.degree()) * cost.seconds(shape, crossing) < cheapest_intra;
+        if (ends_late || saves_work) group_needed = true;
       }
-      const bool ends_late = m.start_seconds + fastest_intra > plan.makespan_seconds;
-      const bool saves_work = static_cast<double>(m.degree()) * m.seconds < cheapest_intra;
-      if (!(ends_late || saves_work)) each_needed = false;
+      if (!group_needed) each_needed = false;
     }
     if (!each_needed) {
       ++together;

@@ -5,11 +5,15 @@
 //  1. allotment — for a target makespan T, each long sample takes the degree with the fewest
 //     GPU-seconds whose time is at most T, once as if every sample started at 0 and once long
 //     samples first, each placed as chosen so that its start counts; candidates for T are the
-//     samples' own degree_option times;
+//     samples' own degree_option times; besides, every degree as one shared degree for all
+//     long samples;
 //  2. list scheduling — multi-GPU samples longest-first by degree (descending) on aligned
 //     blocks (the buddy order keeps every block's ranks equally loaded, so no rank idles
-//     inside a group), then single-GPU samples longest-processing-time-first;
-// then per-rank packing and a local search that moves samples off the last rank to finish.
+//     inside a group), each block's samples packed into shared micro-batches where that is
+//     faster, then single-GPU samples longest-processing-time-first;
+// then per-rank packing and a local search that moves samples off the last rank to finish. The
+// best allotment is scheduled once more with short samples in the room its multi-GPU
+// micro-batches leave, as a static layout packs them.
 // The result is compared with the best static layout and never slower than it.
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -47,6 +52,12 @@ struct balanced_placement {
   /// groups: together they shorten the step (long in-node runs fill the ranks coarsely). Off,
   /// every crossing group is needed on its own.
   bool cross_nodes_when_faster = true;
+  /// Let multi-GPU micro-batches hold several samples: long samples given one degree share a
+  /// block's micro-batches where packing them to the budget is faster than one micro-step
+  /// each, every degree is also tried as one shared degree for all long samples, and the best
+  /// allotment is scheduled once more with short samples in the room its multi-GPU
+  /// micro-batches leave (kept if faster). Off, every multi-GPU micro-step runs one sample.
+  bool share_micro_batches = true;
   /// Report the best static layout's makespan even when it is slower than ours (an exact
   /// search over every degree). Off by default: static layouts whose floor already exceeds our
   /// makespan are then skipped, and the plan reports 0 when none could beat it.
@@ -96,16 +107,24 @@ public:
       offer(allot_placed(target));
     }
     for (std::size_t doubled = 0; doubled < 5; ++doubled) offer(allot_unrecomputed(doubled));
+    if (options_.share_micro_batches)
+      for (std::size_t k = 1; k < ctx_.degrees().size(); ++k) offer(allot_shared(k));
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     // Schedule the best-ranked allotments in full until `full_candidates` of them give valid
     // plans; the relaxed one (every sample at its cheapest degree, groups inside a node unless
     // memory forces otherwise) is always valid and tried when none of them was.
     std::optional<placement> best;
-    auto consider = [&](const std::vector<std::size_t>& choice, bool allow_unneeded = false) {
-      auto candidate = schedule(choice, allow_unneeded);
+    std::vector<std::size_t> best_choice;
+    bool best_unneeded = false;
+    auto consider = [&](const std::vector<std::size_t>& choice, bool allow_unneeded = false, bool fill = false) {
+      auto candidate = schedule(choice, allow_unneeded, fill);
       if (!candidate) return false;
-      if (!best || candidate->makespan_seconds < best->makespan_seconds) best = std::move(candidate);
+      if (!best || candidate->makespan_seconds < best->makespan_seconds) {
+        best = std::move(candidate);
+        best_choice = choice;
+        best_unneeded = allow_unneeded;
+      }
       return true;
     };
     int valid = 0;
@@ -116,6 +135,11 @@ public:
     // One more full schedule, only where the fluid estimate says unneeded crossings may win.
     if (options_.cross_nodes_when_faster && loose && loose->first < best->makespan_seconds)
       consider(seen[loose->second], true);
+    // The best allotment once more with short samples in its multi-GPU micro-batches' room.
+    if (options_.share_micro_batches) {
+      const auto chosen = best_choice;
+      consider(chosen, best_unneeded, true);
+    }
     best->policy = "balanced";
     return std::move(*best);
   }
@@ -330,18 +354,38 @@ private:
     return choice;
   }
 
+  // Degree index per long item: k for every one that runs there, else its smallest feasible
+  // degree above k, else its fastest — the long samples laid out like a static layout at degree
+  // k (packed together on the degree's blocks by place_blocks), the short ones on single GPUs.
+  [[nodiscard]] std::vector<std::size_t> allot_shared(std::size_t k) const {
+    std::vector<std::size_t> choice(longs_.size(), 0);
+    for (std::size_t j = 0; j < longs_.size(); ++j) {
+      const auto& item = longs_[j];
+      std::size_t pick = k;
+      while (pick < item.menu.size() && !item.menu[pick].feasible) ++pick;
+      choice[j] = pick < item.menu.size() ? pick : item.fastest;
+    }
+    return choice;
+  }
+
   struct block_assignment {
     std::vector<double> free;                       // per rank, after the multi-GPU samples
     struct block {
-      std::size_t item;          // index into longs_
+      std::vector<std::size_t> items;  // indices into longs_, run together as one micro-batch
+      std::vector<std::size_t> beside{};  // short samples in the same micro-batch (fill_blocks)
+      std::size_t k;                   // degree index
       std::int64_t first_rank;
       double start;
+      degree_option run;
     };
     std::vector<block> multi;  // in the order they run
     std::vector<std::pair<double, std::size_t>> singles;      // (estimate, sample)
   };
 
-  // Multi-GPU samples on aligned blocks, degree descending then longest first.
+  // Multi-GPU samples on aligned blocks, degree descending: each degree's samples go longest
+  // first to the block that frees first, then each block's samples are packed to the memory
+  // budget at that degree (long documents that share a degree share micro-batches, so fewer
+  // micro-steps pay the fixed cost) where that is faster than one micro-step each.
   [[nodiscard]]
   block_assignment place_blocks(const std::vector<std::size_t>& choice, bool with_short = true) const {
     block_assignment a;
@@ -361,16 +405,61 @@ private:
       if (tx != ty) return tx > ty;
       return longs_[x].sample < longs_[y].sample;
     });
-    for (auto j : order) {
-      const auto d = ctx_.degree(choice[j]);
-      std::int64_t best_start = 0;
-      for (std::int64_t start = 0; start + d <= ctx_.gpus(); start += d)
-        if (a.free[static_cast<std::size_t>(start)] < a.free[static_cast<std::size_t>(best_start)])
-          best_start = start;
-      const double start = a.free[static_cast<std::size_t>(best_start)];
-      const double end = start + longs_[j].menu[choice[j]].seconds;
-      for (std::int64_t r = best_start; r < best_start + d; ++r) a.free[static_cast<std::size_t>(r)] = end;
-      a.multi.push_back({j, best_start, start});
+    for (std::size_t from = 0; from < order.size();) {
+      const auto k = choice[order[from]];
+      const auto d = ctx_.degree(k);
+      std::size_t to = from;
+      while (to < order.size() && choice[order[to]] == k) ++to;
+      // Longest first onto the aligned block that frees first (ranks of an aligned block free
+      // together: larger degrees came first on the buddy order).
+      const auto blocks = static_cast<std::size_t>(ctx_.gpus() / d);
+      std::vector<double> load(blocks);
+      for (std::size_t b = 0; b < blocks; ++b) load[b] = a.free[b * static_cast<std::size_t>(d)];
+      std::vector<double> apart(blocks, 0.0);  // one micro-step per sample
+      std::vector<std::vector<std::size_t>> on(blocks);
+      for (std::size_t n = from; n < to; ++n) {
+        const auto b = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+        const auto& item = longs_[order[n]];
+        on[b].push_back(order[n]);
+        load[b] += to - from > blocks ? ctx_.packed_estimate(item.sample, k, item.menu[k]) : item.menu[k].seconds;
+        apart[b] += item.menu[k].seconds;
+      }
+      for (std::size_t b = 0; b < blocks; ++b) {
+        if (on[b].empty()) continue;
+        const auto first = static_cast<std::int64_t>(b) * d;
+        double t = a.free[static_cast<std::size_t>(first)];
+        const auto one_each = [&] {
+          for (const auto j : on[b]) {
+            a.multi.push_back({{j}, {}, k, first, t, longs_[j].menu[k]});
+            t += longs_[j].menu[k].seconds;
+          }
+        };
+        if (on[b].size() == 1 || !options_.share_micro_batches) {
+          one_each();
+        } else {
+          std::vector<std::pair<std::size_t, std::size_t>> item_of;  // (sample, longs_ index)
+          std::vector<std::size_t> samples;
+          for (const auto j : on[b]) {
+            item_of.emplace_back(longs_[j].sample, j);
+            samples.push_back(longs_[j].sample);
+          }
+          std::sort(item_of.begin(), item_of.end());
+          auto packed = pack_to_budget(ctx_, std::move(samples), k);
+          if (packed.size() < on[b].size() && total_seconds(packed) < apart[b]) {
+            for (const auto& batch : packed) {
+              std::vector<std::size_t> items;
+              for (const auto i : batch.samples)
+                items.push_back(std::lower_bound(item_of.begin(), item_of.end(), std::pair{i, std::size_t{0}})->second);
+              a.multi.push_back({std::move(items), {}, k, first, t, batch.run});
+              t += batch.run.seconds;
+            }
+          } else {
+            one_each();
+          }
+        }
+        for (auto r = first; r < first + d; ++r) a.free[static_cast<std::size_t>(r)] = t;
+      }
+      from = to;
     }
     if (with_short) {
       // Merge the long single-GPU samples into the short ones, sorted once in classify().
@@ -414,10 +503,11 @@ private:
   // GPU-seconds than the crossing group.
   [[nodiscard]] bool needless_crossing(const block_assignment& a, const std::vector<std::size_t>& choice,
                                        double makespan) const {
+    (void)choice;
     return std::any_of(a.multi.begin(), a.multi.end(), [&](const auto& b) {
-      const auto k = choice[b.item];
-      return ctx_.crosses_nodes(k) && !crossing_saves_work(longs_[b.item], k) &&
-             b.start + longs_[b.item].fastest_intra <= makespan;
+      return ctx_.crosses_nodes(b.k) && std::any_of(b.items.begin(), b.items.end(), [&](std::size_t j) {
+               return !crossing_saves_work(longs_[j], b.k) && b.start + longs_[j].fastest_intra <= makespan;
+             });
     });
   }
 
@@ -425,8 +515,9 @@ private:
   // when a group crosses nodes although its in-node option would not lengthen the step (unless
   // `allow_unneeded`).
   [[nodiscard]] std::optional<placement> schedule(const std::vector<std::size_t>& choice,
-                                                  bool allow_unneeded = false) {
-    const auto a = place_blocks(choice);
+                                                  bool allow_unneeded = false, bool fill = false) {
+    auto a = place_blocks(choice);
+    if (fill && !fill_blocks(a)) return std::nullopt;
     // Two assignments of the single-GPU samples, each packed; the one that finishes first is
     // refined. LPT balances best; filling ranks bucket by bucket up to the average load keeps
     // each rank to few buckets, so fewer micro-steps pay the fixed per-micro-step cost.
@@ -450,19 +541,17 @@ private:
 
     placement out;
     std::vector<double> free(gpus_, 0.0);
-    for (const auto& [j, first, start] : a.multi) {
-      (void)start;
-      const auto& item = longs_[j];
-      const auto& run = item.menu[choice[j]];
+    for (const auto& block : a.multi) {
       placed_micro_step step;
-      step.first_rank = first;
-      step.config = ctx_.config_of(choice[j], run);
-      step.samples = {item.sample};
-      step.start_seconds = free[static_cast<std::size_t>(first)];
-      step.seconds = run.seconds;
-      step.peak_bytes = run.peak_bytes;
-      for (auto r = first; r < first + step.config.degree; ++r)
-        free[static_cast<std::size_t>(r)] = step.start_seconds + run.seconds;
+      step.first_rank = block.first_rank;
+      step.config = ctx_.config_of(block.k, block.run);
+      for (const auto j : block.items) step.samples.push_back(longs_[j].sample);
+      step.samples.insert(step.samples.end(), block.beside.begin(), block.beside.end());
+      step.start_seconds = free[static_cast<std::size_t>(block.first_rank)];
+      step.seconds = block.run.seconds;
+      step.peak_bytes = block.run.peak_bytes;
+      for (auto r = block.first_rank; r < block.first_rank + step.config.degree; ++r)
+        free[static_cast<std::size_t>(r)] = step.start_seconds + block.run.seconds;
       out.micro_steps.push_back(std::move(step));
     }
     for (std::size_t r = 0; r < gpus_; ++r) {
@@ -472,6 +561,79 @@ private:
     }
     if (!allow_unneeded && needless_crossing(a, choice, out.makespan_seconds)) return std::nullopt;
     return out;
+  }
+
+  // Short samples into the room the multi-GPU micro-batches leave, as a static layout at their
+  // degree would pack them, so that they pay for no micro-step of their own: each micro-batch
+  // takes the longest single-GPU samples that still fit at its setting and keep its ranks within
+  // the average finish of all ranks (first fit decreasing; a micro-batch stops looking after a
+  // few that do not fit); its ranks then free later by what they add. False when none joined.
+  bool fill_blocks(block_assignment& a) const {
+    const std::size_t n = a.singles.size();
+    if (a.multi.empty() || n == 0) return false;
+    double total = std::accumulate(a.free.begin(), a.free.end(), 0.0);
+    for (const auto& single : a.singles) total += single.first;
+    const double average = total / static_cast<double>(gpus_);
+    std::vector<double> delay(gpus_, 0.0);  // what joined samples add to each rank's end
+    // next[p]: the first position at or after p whose sample has not joined (path halving).
+    std::vector<std::size_t> next(n + 1);
+    std::iota(next.begin(), next.end(), std::size_t{0});
+    const auto unjoined = [&](std::size_t p) {
+      while (next[p] != p) p = next[p] = next[next[p]];
+      return p;
+    };
+    bool any = false;
+    for (auto& block : a.multi) {
+      const auto d = ctx_.degree(block.k);
+      const auto ranks = [&] {
+        return std::span(delay).subspan(static_cast<std::size_t>(block.first_rank), static_cast<std::size_t>(d));
+      };
+      double latest = 0;
+      for (auto r = block.first_rank; r < block.first_rank + d; ++r)
+        latest = std::max(latest, a.free[static_cast<std::size_t>(r)] + delay[static_cast<std::size_t>(r)]);
+      // Single-GPU time the block's ranks can still take, about `d` times their time in the group.
+      double headroom = static_cast<double>(d) * (average - latest);
+      if (headroom <= 0) continue;
+      micro_batch_shape shape;
+      for (const auto j : block.items) shape += ctx_.shape(longs_[j].sample);
+      const auto bucket = ctx_.bucket(longs_[block.items.front()].sample);
+      // Singles come longest first: start at the first the headroom holds.
+      std::size_t p = static_cast<std::size_t>(
+          std::partition_point(a.singles.begin(), a.singles.end(), [&](const auto& x) { return x.first > headroom; }) -
+          a.singles.begin());
+      std::size_t misses = 0;
+      bool joined = false;
+      for (p = unjoined(p); p < n && misses < 8; p = unjoined(p + 1)) {
+        const auto [estimate, i] = a.singles[p];
+        if (estimate > headroom) continue;
+        const auto with = shape + ctx_.shape(i);
+        if (ctx_.bucket(i) != bucket || !ctx_.runs_with(with, block.k, block.run.recompute, block.run.sp)) {
+          ++misses;
+          continue;
+        }
+        shape = with;
+        headroom -= estimate;
+        block.beside.push_back(i);
+        next[p] = p + 1;
+        joined = true;
+      }
+      if (!joined) continue;
+      const double before = block.run.seconds;
+      block.run = ctx_.run(shape, block.k, block.run.recompute, block.run.sp);
+      for (auto& r : ranks()) r += block.run.seconds - before;
+      any = true;
+    }
+    if (!any) return false;
+    std::vector<std::pair<double, std::size_t>> rest;
+    for (std::size_t p = unjoined(0); p < n; p = unjoined(p + 1)) rest.push_back(a.singles[p]);
+    a.singles = std::move(rest);
+    std::fill(a.free.begin(), a.free.end(), 0.0);
+    for (auto& block : a.multi) {
+      block.start = a.free[static_cast<std::size_t>(block.first_rank)];
+      for (auto r = block.first_rank; r < block.first_rank + ctx_.degree(block.k); ++r)
+        a.free[static_cast<std::size_t>(r)] = block.start + block.run.seconds;
+    }
+    return true;
   }
 
   // Single-GPU samples grouped by bucket (longest first within one), poured into the ranks in
