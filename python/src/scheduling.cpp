@@ -71,9 +71,13 @@ void bind_analytic(py::module_& m) {
   record<analytic_constants>(m, "AnalyticConstants", "Efficiencies and fixed costs of the analytic cost model.")
       .field("dense_efficiency", &analytic_constants::dense_efficiency, "fraction of peak of large BF16 GEMMs")
       .field("attention_forward_efficiency", &analytic_constants::attention_forward_efficiency,
-             "fraction of peak of FlashAttention forward")
+             "asymptotic fraction of peak of FlashAttention forward")
       .field("attention_backward_efficiency", &analytic_constants::attention_backward_efficiency,
-             "fraction of peak of FlashAttention backward")
+             "asymptotic fraction of peak of FlashAttention backward")
+      .field("attention_forward_half_rows", &analytic_constants::attention_forward_half_rows,
+             "tokens per row at which FlashAttention forward reaches half its peak fraction")
+      .field("attention_backward_half_rows", &analytic_constants::attention_backward_half_rows,
+             "tokens per row at which FlashAttention backward reaches half its peak fraction")
       .field("hbm_efficiency", &analytic_constants::hbm_efficiency, "sustained HBM fraction")
       .field("kernel_launch_seconds", &analytic_constants::kernel_launch_seconds, "per kernel, seconds")
       .field("kernels_per_layer", &analytic_constants::kernels_per_layer, "forward + backward kernels of one block")

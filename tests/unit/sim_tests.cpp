@@ -213,22 +213,22 @@ TEST_CASE("Sim.Truth.differs_from_the_analytic_model") {
     return p.device_seconds_at(p.nic_bandwidth);
   };
   CHECK(device(300, 16) > 1.2 * planner.device_seconds(text(300), at(16)));
-  // Long sequences: FA3 reaches more of peak at long lengths than the planner assumes.
-  CHECK(truth.seconds(text(200000), at(1)) < 0.95 * planner.seconds(text(200000), at(1)));
-  // Not one model under two names: most shapes differ by more than 1 % in time.
-  int differ = 0, shapes = 0;
+  // Long sequences: both price attention by the same fit to the FA3 table (docs/simulator.md),
+  // so a 200K-token sequence alone on a GPU, attention-bound, agrees within 2 %.
+  CHECK(truth.seconds(text(200000), at(1)) == doctest::Approx(planner.seconds(text(200000), at(1))).epsilon(0.02));
+  // Not one model under two names: the short or split shapes differ by more than 1 % in time,
+  // and every shape in memory (fragmentation, a different runtime reserve).
+  int differ = 0;
   for (std::int64_t tokens : {300, 4096, 32768, 65536, 200000}) {
     for (std::int64_t d : {1, 8, 16}) {
       const double a = planner.seconds(text(tokens), at(d));
       const double b = truth.seconds(text(tokens), at(d));
-      ++shapes;
       if (std::abs(b / a - 1.0) > 0.01) ++differ;
+      CHECK(truth.peak_bytes(text(tokens), at(d)) != doctest::Approx(planner.peak_bytes(text(tokens), at(d))));
     }
   }
   CAPTURE(differ);
-  CHECK(differ >= shapes - 3);
-  // Memory: fragmentation and a different runtime reserve.
-  CHECK(truth.peak_bytes(text(32768), at(1)) != doctest::Approx(planner.peak_bytes(text(32768), at(1))));
+  CHECK(differ >= 6);
 }
 
 TEST_CASE("Sim.Truth.marginal_time_is_a_floor_for_packing") {

@@ -26,8 +26,17 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 /// Achieved fractions and fixed costs. Defaults are planning values; calibrate on the target.
 struct analytic_constants {
   double dense_efficiency = 0.70;               ///< large BF16 GEMMs, 0.65-0.80 of peak (§1.2 [R])
-  double attention_forward_efficiency = 0.62;   ///< FA3 fwd hd128, 2k-16k: 625-648 TFLOP/s (§1.2)
-  double attention_backward_efficiency = 0.52;  ///< FA3 bwd hd128, 2k-16k: 501-561 TFLOP/s (§1.2)
+  /// FlashAttention's efficiency saturates with the length s of the rows a kernel runs:
+  /// eta(s) = eta_max s / (s + s_half), the least-squares fit (in time per FLOP) to the FA3
+  /// table, hd128 BF16 on H100 (§1.2 [S]: forward 467-648, backward 316-561 TFLOP/s at 512-16K
+  /// tokens, over the 989.4 TFLOP/s peak). In this form a sequence of s tokens with P (query,
+  /// key) pairs takes (P + s_half s) / (eta_max R) per unit of 4h, additive over a packed
+  /// micro-batch; ring attention runs each GPU's rows against r key chunks, r times the per-row
+  /// term. attention_*_half_rows = 0 gives a constant efficiency.
+  double attention_forward_efficiency = 0.677;   ///< eta_max, forward
+  double attention_backward_efficiency = 0.598;  ///< eta_max, backward
+  double attention_forward_half_rows = 209;      ///< s_half, forward (tokens)
+  double attention_backward_half_rows = 427;     ///< s_half, backward (tokens)
   double hbm_efficiency = 0.90;                 ///< sustained HBM fraction (§1.2 [R])
   double kernel_launch_seconds = 5e-6;          ///< per kernel without CUDA graphs (§1.3)
   double kernels_per_layer = 30;                ///< forward + backward kernels of one block; a
@@ -54,6 +63,8 @@ struct analytic_constants {
     detail::require_fraction(dense_efficiency, where, "dense_efficiency");
     detail::require_fraction(attention_forward_efficiency, where, "attention_forward_efficiency");
     detail::require_fraction(attention_backward_efficiency, where, "attention_backward_efficiency");
+    detail::require_finite_non_negative(attention_forward_half_rows, where, "attention_forward_half_rows");
+    detail::require_finite_non_negative(attention_backward_half_rows, where, "attention_backward_half_rows");
     detail::require_fraction(hbm_efficiency, where, "hbm_efficiency");
     detail::require_finite_non_negative(kernel_launch_seconds, where, "kernel_launch_seconds");
     detail::require_finite_non_negative(kernels_per_layer, where, "kernels_per_layer");
@@ -175,7 +186,9 @@ public:
   /// Attention FLOPs of the whole micro-batch over peak x efficiency (one GPU's share is this
   /// over the degree): forward 4 h per (query, key) pair per layer, backward 2.5x forward in the
   /// FlashAttention convention (§1.2, §2.1), recomputed layers one more forward;
-  /// cross-attention pairs = tokens x text tokens.
+  /// cross-attention pairs = tokens x text tokens. Each pass also pays the saturating curve's
+  /// per-row term (analytic_constants): s_half per row, each row run against the ring part r of
+  /// the degree's key chunks (1 for Ulysses), twice with cross-attention.
   [[nodiscard]] double attention_compute_seconds(const micro_batch_shape& s,
                                    const execution_config& c) const noexcept {
     const double peak = cluster_.gpu.peak_flops;
@@ -184,10 +197,19 @@ public:
     const double recomputed = static_cast<double>(c.recompute.layers);
     const double pairs =
         s.attention_pairs + static_cast<double>(s.tokens) * static_cast<double>(model_.text_tokens);
-    const double attention_forward = 4.0 * h * pairs * layers;
-    return attention_forward / (constants_.attention_forward_efficiency * peak) +
-           2.5 * attention_forward / (constants_.attention_backward_efficiency * peak) +
-           4.0 * h * pairs * recomputed / (constants_.attention_forward_efficiency * peak);
+    const double rows = attention_row_passes(s, c);
+    const double forward = 4.0 * h * (pairs + constants_.attention_forward_half_rows * rows) /
+                           (constants_.attention_forward_efficiency * peak);
+    const double backward = 4.0 * h * (pairs + constants_.attention_backward_half_rows * rows) /
+                            (constants_.attention_backward_efficiency * peak);
+    return (layers + recomputed) * forward + 2.5 * layers * backward;
+  }
+
+  /// Rows the attention kernels of one layer's pass run: every token, once per key chunk of
+  /// the ring part of the degree, twice with cross-attention.
+  [[nodiscard]] double attention_row_passes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const double chunks = c.degree > 1 ? static_cast<double>(ring_degree(c)) : 1.0;
+    return (model_.has_cross_attention() ? 2.0 : 1.0) * static_cast<double>(s.tokens) * chunks;
   }
 
   /// The caption's GEMMs, which sequence parallelism does not split: every GPU of the group
@@ -329,7 +351,8 @@ private:
   double ring_overlap_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
     const double h = static_cast<double>(model_.hidden);
     const double layers = static_cast<double>(model_.layers);
-    return 4.0 * h * s.attention_pairs * (3.5 * layers) /
+    const double rows = static_cast<double>(s.tokens) * static_cast<double>(ring_degree(c));
+    return 4.0 * h * (s.attention_pairs + constants_.attention_backward_half_rows * rows) * (3.5 * layers) /
            (constants_.attention_backward_efficiency * cluster_.gpu.peak_flops *
             static_cast<double>(c.degree));
   }

@@ -9,11 +9,11 @@
 //     long samples;
 //  2. list scheduling — multi-GPU samples longest-first by degree (descending) on aligned
 //     blocks (the buddy order keeps every block's ranks equally loaded, so no rank idles
-//     inside a group), each block's samples packed into shared micro-batches where that is
-//     faster, then single-GPU samples longest-processing-time-first;
-// then per-rank packing and a local search that moves samples off the last rank to finish. The
-// best allotment is scheduled once more with short samples in the room its multi-GPU
-// micro-batches leave, as a static layout packs them.
+//     inside a group), then single-GPU samples longest-processing-time-first;
+// then per-rank packing and a local search that moves samples off the last rank to finish.
+// Every allotment scheduled is also scheduled with each block's samples packed into shared
+// micro-batches where that is faster, and the best once more with short samples in the room its
+// multi-GPU micro-batches leave, as a static layout packs them; the fastest plan counts.
 // The result is compared with the best static layout and never slower than it.
 
 #include <algorithm>
@@ -52,11 +52,13 @@ struct balanced_placement {
   /// groups: together they shorten the step (long in-node runs fill the ranks coarsely). Off,
   /// every crossing group is needed on its own.
   bool cross_nodes_when_faster = true;
-  /// Let multi-GPU micro-batches hold several samples: long samples given one degree share a
-  /// block's micro-batches where packing them to the budget is faster than one micro-step
-  /// each, every degree is also tried as one shared degree for all long samples, and the best
-  /// allotment is scheduled once more with short samples in the room its multi-GPU
-  /// micro-batches leave (kept if faster). Off, every multi-GPU micro-step runs one sample.
+  /// Let multi-GPU micro-batches hold several samples: every allotment scheduled is scheduled
+  /// again with the long samples given one degree sharing a block's micro-batches where packing
+  /// them to the budget is faster than one micro-step each, every degree is also tried as one
+  /// shared degree for all long samples, and the best allotment is scheduled once more with
+  /// short samples in the room its multi-GPU micro-batches leave; the fastest plan counts, so
+  /// sharing never gives a slower plan by the cost model. Off, every multi-GPU micro-step runs
+  /// one sample.
   bool share_micro_batches = true;
   /// Report the best static layout's makespan even when it is slower than ours (an exact
   /// search over every degree). Off by default: static layouts whose floor already exceeds our
@@ -107,25 +109,43 @@ public:
       offer(allot_placed(target));
     }
     for (std::size_t doubled = 0; doubled < 5; ++doubled) offer(allot_unrecomputed(doubled));
+    // Every degree as one shared degree for the long samples, ranked by its fluid estimate
+    // with each block's samples packed together: the best one is scheduled below.
+    std::optional<std::pair<double, std::vector<std::size_t>>> shared;
     if (options_.share_micro_batches)
-      for (std::size_t k = 1; k < ctx_.degrees().size(); ++k) offer(allot_shared(k));
+      for (std::size_t k = 1; k < ctx_.degrees().size(); ++k) {
+        auto choice = allot_shared(k);
+        const auto fluid = fluid_estimate(choice, true);
+        if (!fluid.needless_crossing && (!shared || fluid.estimate < shared->first))
+          shared.emplace(fluid.estimate, std::move(choice));
+      }
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     // Schedule the best-ranked allotments in full until `full_candidates` of them give valid
     // plans; the relaxed one (every sample at its cheapest degree, groups inside a node unless
     // memory forces otherwise) is always valid and tried when none of them was.
+    // Each is scheduled with one micro-step per multi-GPU sample and, with
+    // `share_micro_batches`, once more with each block's samples packed together where any
+    // block packs; the faster plan counts. Sharing thus only adds plans to choose from.
     std::optional<placement> best;
     std::vector<std::size_t> best_choice;
     bool best_unneeded = false;
-    auto consider = [&](const std::vector<std::size_t>& choice, bool allow_unneeded = false, bool fill = false) {
-      auto candidate = schedule(choice, allow_unneeded, fill);
+    bool best_shared = false;
+    auto keep = [&](std::optional<placement> candidate, const std::vector<std::size_t>& choice, bool allow_unneeded,
+                    bool share) {
       if (!candidate) return false;
       if (!best || candidate->makespan_seconds < best->makespan_seconds) {
         best = std::move(candidate);
         best_choice = choice;
         best_unneeded = allow_unneeded;
+        best_shared = share;
       }
       return true;
+    };
+    auto consider = [&](const std::vector<std::size_t>& choice, bool allow_unneeded = false) {
+      const bool valid = keep(schedule(choice, allow_unneeded, false), choice, allow_unneeded, false);
+      if (valid && options_.share_micro_batches) keep(schedule(choice, allow_unneeded, true), choice, allow_unneeded, true);
+      return valid;
     };
     int valid = 0;
     for (std::size_t n = 0; n < ranked.size() && valid < std::max(1, options_.full_candidates); ++n)
@@ -135,10 +155,11 @@ public:
     // One more full schedule, only where the fluid estimate says unneeded crossings may win.
     if (options_.cross_nodes_when_faster && loose && loose->first < best->makespan_seconds)
       consider(seen[loose->second], true);
+    if (shared && shared->first < best->makespan_seconds) keep(schedule(shared->second, false, true), shared->second, false, true);
     // The best allotment once more with short samples in its multi-GPU micro-batches' room.
     if (options_.share_micro_batches) {
       const auto chosen = best_choice;
-      consider(chosen, best_unneeded, true);
+      keep(schedule(chosen, best_unneeded, best_shared, true), chosen, best_unneeded, best_shared);
     }
     best->policy = "balanced";
     return std::move(*best);
@@ -379,6 +400,7 @@ private:
       degree_option run;
     };
     std::vector<block> multi;  // in the order they run
+    bool packed = false;       // some block runs several samples in one micro-batch
     std::vector<std::pair<double, std::size_t>> singles;      // (estimate, sample)
   };
 
@@ -387,7 +409,7 @@ private:
   // budget at that degree (long documents that share a degree share micro-batches, so fewer
   // micro-steps pay the fixed cost) where that is faster than one micro-step each.
   [[nodiscard]]
-  block_assignment place_blocks(const std::vector<std::size_t>& choice, bool with_short = true) const {
+  block_assignment place_blocks(const std::vector<std::size_t>& choice, bool with_short = true, bool share = false) const {
     block_assignment a;
     a.free.assign(gpus_, 0.0);
     std::vector<std::size_t> order;
@@ -421,7 +443,7 @@ private:
         const auto b = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
         const auto& item = longs_[order[n]];
         on[b].push_back(order[n]);
-        load[b] += to - from > blocks ? ctx_.packed_estimate(item.sample, k, item.menu[k]) : item.menu[k].seconds;
+        load[b] += share && to - from > blocks ? ctx_.packed_estimate(item.sample, k, item.menu[k]) : item.menu[k].seconds;
         apart[b] += item.menu[k].seconds;
       }
       for (std::size_t b = 0; b < blocks; ++b) {
@@ -434,7 +456,7 @@ private:
             t += longs_[j].menu[k].seconds;
           }
         };
-        if (on[b].size() == 1 || !options_.share_micro_batches) {
+        if (on[b].size() == 1 || !share) {
           one_each();
         } else {
           std::vector<std::pair<std::size_t, std::size_t>> item_of;  // (sample, longs_ index)
@@ -446,6 +468,7 @@ private:
           std::sort(item_of.begin(), item_of.end());
           auto packed = pack_to_budget(ctx_, std::move(samples), k);
           if (packed.size() < on[b].size() && total_seconds(packed) < apart[b]) {
+            a.packed = true;
             for (const auto& batch : packed) {
               std::vector<std::size_t> items;
               for (const auto i : batch.samples)
@@ -484,8 +507,8 @@ private:
   // The fluid view of an allotment: the floor is what no list schedule of these estimates can
   // beat (the busiest block, or the average load); the estimate adds half the longest
   // single-GPU item for the granularity of the fill.
-  [[nodiscard]] fluid fluid_estimate(const std::vector<std::size_t>& choice) const {
-    const auto a = place_blocks(choice, false);
+  [[nodiscard]] fluid fluid_estimate(const std::vector<std::size_t>& choice, bool share = false) const {
+    const auto a = place_blocks(choice, false, share);
     double sum = std::accumulate(a.free.begin(), a.free.end(), 0.0) + short_sum_;
     double longest_single = short_max_;
     for (const auto& [e, i] : a.singles) {
@@ -511,12 +534,16 @@ private:
     });
   }
 
-  // Full schedule for one allotment: blocks, single-GPU samples, packing, local search; nullopt
-  // when a group crosses nodes although its in-node option would not lengthen the step (unless
-  // `allow_unneeded`).
-  [[nodiscard]] std::optional<placement> schedule(const std::vector<std::size_t>& choice,
-                                                  bool allow_unneeded = false, bool fill = false) {
-    auto a = place_blocks(choice);
+  // Full schedule for one allotment: blocks (each block's samples packed together where that
+  // is faster, with `share`), single-GPU samples (after filling the multi-GPU micro-batches'
+  // room, with `fill`), packing, local search; nullopt when a group crosses nodes although its
+  // in-node option would not lengthen the step (unless `allow_unneeded`), when `share` packs no
+  // block, or when `fill` moves no sample.
+  [[nodiscard]] std::optional<placement> schedule(const std::vector<std::size_t>& choice, bool allow_unneeded,
+                                                  bool share, bool fill = false) {
+    auto a = place_blocks(choice, true, share);
+    // A shared schedule without a shared block is the one without sharing: not run twice.
+    if (share && !fill && !a.packed) return std::nullopt;
     if (fill && !fill_blocks(a)) return std::nullopt;
     // Two assignments of the single-GPU samples, each packed; the one that finishes first is
     // refined. LPT balances best; filling ranks bucket by bucket up to the average load keeps
