@@ -308,6 +308,8 @@ class AnalyticConstants(_Record):
     dense_efficiency: float
     attention_forward_efficiency: float
     attention_backward_efficiency: float
+    attention_forward_half_rows: float
+    attention_backward_half_rows: float
     hbm_efficiency: float
     kernel_launch_seconds: float
     kernels_per_layer: float
@@ -318,7 +320,8 @@ class AnalyticConstants(_Record):
     ring_backward_kernels_per_step: float
     host_seconds_per_kernel: float
     def __init__(self, dense_efficiency: float = ..., attention_forward_efficiency: float = ...,
-                 attention_backward_efficiency: float = ..., hbm_efficiency: float = ...,
+                 attention_backward_efficiency: float = ..., attention_forward_half_rows: float = ...,
+                 attention_backward_half_rows: float = ..., hbm_efficiency: float = ...,
                  kernel_launch_seconds: float = ..., kernels_per_layer: float = ...,
                  step_overhead_seconds: float = ..., logits_bytes_per_entry: float = ...,
                  loss_chunk_tokens: int = ..., ring_forward_kernels_per_step: float = ...,
