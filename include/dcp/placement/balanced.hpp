@@ -23,7 +23,6 @@
 #include <limits>
 #include <numeric>
 #include <optional>
-#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -518,15 +517,13 @@ private:
     const double top = *std::max_element(a.free.begin(), a.free.end());
     const double floor = std::max(top, sum / static_cast<double>(gpus_));
     return {std::max(top, sum / static_cast<double>(gpus_) + 0.5 * longest_single),
-            needless_crossing(a, choice, floor)};
+            needless_crossing(a, floor)};
   }
 
   // Whether a group of `a` crosses nodes although it is not needed: its fastest in-node option,
   // started when the group starts, would end by `makespan`, and it would take no more
   // GPU-seconds than the crossing group.
-  [[nodiscard]] bool needless_crossing(const block_assignment& a, const std::vector<std::size_t>& choice,
-                                       double makespan) const {
-    (void)choice;
+  [[nodiscard]] bool needless_crossing(const block_assignment& a, double makespan) const {
     return std::any_of(a.multi.begin(), a.multi.end(), [&](const auto& b) {
       return ctx_.crosses_nodes(b.k) && std::any_of(b.items.begin(), b.items.end(), [&](std::size_t j) {
                return !crossing_saves_work(longs_[j], b.k) && b.start + longs_[j].fastest_intra <= makespan;
@@ -586,7 +583,7 @@ private:
                                          ctx_.config(0), free[r]);
       out.makespan_seconds = std::max(out.makespan_seconds, finish);
     }
-    if (!allow_unneeded && needless_crossing(a, choice, out.makespan_seconds)) return std::nullopt;
+    if (!allow_unneeded && needless_crossing(a, out.makespan_seconds)) return std::nullopt;
     return out;
   }
 
@@ -612,9 +609,6 @@ private:
     bool any = false;
     for (auto& block : a.multi) {
       const auto d = ctx_.degree(block.k);
-      const auto ranks = [&] {
-        return std::span(delay).subspan(static_cast<std::size_t>(block.first_rank), static_cast<std::size_t>(d));
-      };
       double latest = 0;
       for (auto r = block.first_rank; r < block.first_rank + d; ++r)
         latest = std::max(latest, a.free[static_cast<std::size_t>(r)] + delay[static_cast<std::size_t>(r)]);
@@ -624,15 +618,22 @@ private:
       micro_batch_shape shape;
       for (const auto j : block.items) shape += ctx_.shape(longs_[j].sample);
       const auto bucket = ctx_.bucket(longs_[block.items.front()].sample);
-      // Singles come longest first: start at the first the headroom holds.
-      std::size_t p = static_cast<std::size_t>(
-          std::partition_point(a.singles.begin(), a.singles.end(), [&](const auto& x) { return x.first > headroom; }) -
-          a.singles.begin());
+      // Singles come longest first: the first at or after `from` that the headroom holds, by
+      // binary search (as the headroom shrinks, the ones it no longer holds are skipped at once).
+      const auto held_from = [&](std::size_t from) {
+        return static_cast<std::size_t>(
+            std::partition_point(a.singles.begin() + static_cast<std::ptrdiff_t>(from), a.singles.end(),
+                                 [&](const auto& x) { return x.first > headroom; }) -
+            a.singles.begin());
+      };
       std::size_t misses = 0;
       bool joined = false;
-      for (p = unjoined(p); p < n && misses < 8; p = unjoined(p + 1)) {
+      for (std::size_t p = unjoined(held_from(0)); p < n && misses < 8; p = unjoined(p + 1)) {
+        if (a.singles[p].first > headroom) {
+          p = unjoined(held_from(p));
+          if (p == n) break;
+        }
         const auto [estimate, i] = a.singles[p];
-        if (estimate > headroom) continue;
         const auto with = shape + ctx_.shape(i);
         if (ctx_.bucket(i) != bucket || !ctx_.runs_with(with, block.k, block.run.recompute, block.run.sp)) {
           ++misses;
@@ -647,7 +648,8 @@ private:
       if (!joined) continue;
       const double before = block.run.seconds;
       block.run = ctx_.run(shape, block.k, block.run.recompute, block.run.sp);
-      for (auto& r : ranks()) r += block.run.seconds - before;
+      for (auto r = block.first_rank; r < block.first_rank + d; ++r)
+        delay[static_cast<std::size_t>(r)] += block.run.seconds - before;
       any = true;
     }
     if (!any) return false;
