@@ -1062,18 +1062,70 @@ TEST_CASE("Fidelity.VideoSys.epoch_is_the_dummy_dataset") {
   CHECK(epoch.size() == 102000);     // 100,000 images and 2,000 videos
 }
 
-TEST_CASE("Fidelity.VideoSys.variants_run_the_whole_epoch_with_a_barrier_per_iteration") {
+TEST_CASE("Fidelity.VideoSys.variants_run_the_epoch_drop_last_keeps_with_a_barrier_per_iteration") {
   const auto r = evaluation::run_videosys_fidelity(1, 0.0);
   REQUIRE(r.variants.size() == 4);
   CHECK(r.variants[0].name == "baseline");
   CHECK(r.variants[0].speedup == 1.0);
+  const auto rate = [](const evaluation::videosys_variant& v) { return static_cast<double>(v.tokens) / v.epoch_seconds; };
   for (const auto& v : r.variants) {
     CAPTURE(v.name);
     CHECK(v.iterations > 1);
     CHECK(v.micro_steps >= v.iterations);
     CHECK(v.oom_events == 0);
     CHECK(v.epoch_seconds > 0);
-    CHECK(v.speedup == doctest::Approx(r.variants[0].epoch_seconds / v.epoch_seconds));
+    CHECK(v.samples + v.dropped_samples == r.samples);
+    CHECK(v.dropped_samples > 0);  // the dummy dataset's buckets are not multiples of their batch sizes
+    CHECK(v.tokens < r.tokens);
+    CHECK(v.speedup == doctest::Approx(rate(v) / rate(r.variants[0])));
   }
-  // The simulator rejects a plan that leaves a sample out, so each variant trained the epoch.
+  // The simulator rejects a plan that leaves a kept sample out, so each variant trained what it kept.
+}
+
+TEST_CASE("Fidelity.VideoSys.drop_last_keeps_whole_batches_of_each_bucket") {
+  const auto epoch = evaluation::videosys_epoch(workload::opensora_video_mix::videosys_benchmark());
+  const auto model = models::stdit3_xl();
+  const auto cluster = hgx_cluster(1, gpus::h200_sxm());
+  const analytic_cost_model cost(model, cluster, training_spec{});
+  baselines::videosys_dcp dcp_inter;
+  dcp_inter.pyramid_checkpointing = false;
+  // Each epoch sample's bucket label, by id (labels are the epoch's, as the profile's).
+  const auto ordered = canonical_order(epoch);
+  const auto labels = video_buckets{}.assign(ordered);
+  std::map<std::int64_t, std::int32_t> label_of;
+  for (std::size_t i = 0; i < ordered.size(); ++i) label_of[ordered[i].id] = labels[i];
+  const auto check = [&](const std::vector<baselines::profiled_bucket>& profile, std::int64_t groups) {
+    REQUIRE(!profile.empty());
+    const auto kept = evaluation::videosys_drop_last(epoch, profile, groups, 7);
+    std::map<std::int32_t, std::int64_t> per_label;
+    for (const auto& s : kept) ++per_label[label_of.at(s.id)];
+    std::int64_t batches = 0;
+    std::int64_t dropped = 0;
+    for (const auto& b : profile) {
+      CAPTURE(b.label);
+      REQUIRE(b.batch_size > 0);
+      const auto have = per_label.count(b.label) ? per_label[b.label] : 0;
+      CHECK(have % b.batch_size == 0);                   // whole batches only
+      CHECK(have <= b.samples);
+      if (groups == 1) CHECK(b.samples - have < b.batch_size);  // only the partial batch goes
+      batches += have / b.batch_size;
+      dropped += b.samples - have;
+    }
+    CHECK(batches % groups == 0);
+    CHECK(dropped == static_cast<std::int64_t>(epoch.size() - kept.size()));
+    CHECK(dropped > 0);
+    for (std::size_t i = 1; i < kept.size(); ++i) CHECK(kept[i - 1].id < kept[i].id);  // the epoch's order
+  };
+  check(evaluation::videosys_profile(baselines::paper_baseline{}, cost, epoch), 2);
+  check(evaluation::videosys_profile(dcp_inter, cost, epoch), 1);
+  // The profile is the profiler's on unlimited data: one image of a bucket still gets the batch
+  // size that fills the memory, above the bucket's count (drop_last then drops the image).
+  const std::vector<sample> one{epoch.front()};
+  for (const auto& profile : {evaluation::videosys_profile(baselines::paper_baseline{}, cost, one),
+                              evaluation::videosys_profile(dcp_inter, cost, one)}) {
+    REQUIRE(profile.size() == 1);
+    CHECK(profile.front().samples == 1);
+    CHECK(profile.front().batch_size > 1);
+    CHECK(evaluation::videosys_drop_last(one, profile).empty());
+  }
 }

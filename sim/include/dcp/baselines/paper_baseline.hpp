@@ -29,7 +29,9 @@
 //    variant (`paper-baseline-lpt` in dcp-sim): batches longest first (by the cost model's time)
 //    to the least-loaded group, no barriers.
 //  - Nothing is dropped or padded (VideoSys trims the access order to a multiple of the DP
-//    size; here the last iteration may leave groups idle).
+//    size; here the last iteration may leave groups idle). `profile()` gives the batch sizes on
+//    unlimited data, with which evaluation::videosys_drop_last drops what upstream's drop_last
+//    and that trim drop, before the batch is planned.
 //  - A batch that does not fit at degree 4 even alone (one sample longer than four GPUs hold)
 //    runs at the smallest larger allowed degree where it fits, on the least-loaded aligned block.
 //  - Full recomputation regardless of the scheduler's Recompute strategy (the baseline
@@ -80,6 +82,13 @@ struct paper_baseline {
   template <cost_model M, recompute_strategy<M> R>
   [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
+  /// Each bucket's batch size as the profiler finds it on unlimited synthetic data (not capped
+  /// at the bucket's sample count; global interpolation applied), buckets in order of their
+  /// longest sample: what upstream's sampler cuts each bucket into, and the remainder its
+  /// drop_last drops (evaluation::videosys_drop_last).
+  template <cost_model M, recompute_strategy<M> R>
+  [[nodiscard]] std::vector<profiled_bucket> profile(const placement_problem<M, R>& problem) const;
+
   [[nodiscard]] std::string_view name() const noexcept { return "paper-baseline"; }
   friend bool operator==(const paper_baseline&, const paper_baseline&) = default;
 };
@@ -97,34 +106,32 @@ public:
                    ? options.memory_fraction * ctx.problem().cost.cluster().gpu.memory_bytes
                    : ctx.budget()) {}
 
-  [[nodiscard]] placement solve() {
+  // Buckets in order of their longest sample (labels_, buckets_) and the profiler's batch size
+  // of each at the fixed degree: capped at the bucket's count unless `unlimited`.
+  [[nodiscard]] std::vector<std::size_t> profile(bool unlimited) {
     validate(execution_config{options_.degree, default_style(ctx_.sp(), options_.degree, ctx_.problem().cost.model(), ctx_.problem().cost.cluster()), {}}, ctx_.problem().cost.model(),
              ctx_.problem().cost.cluster());
-    const auto k = degree_index_of(ctx_, options_.degree);
-    // Buckets in order of their longest sample; batches of the bucket's batch size.
-    std::vector<std::int32_t> labels;
-    std::vector<std::vector<std::size_t>> buckets;
+    k_ = degree_index_of(ctx_, options_.degree);
+    const auto k = k_;
+    labels_.clear();
+    buckets_.clear();
     for (std::size_t i = 0; i < ctx_.size(); ++i) {
-      const auto at = std::find(labels.begin(), labels.end(), ctx_.bucket(i));
-      if (at == labels.end()) {
-        labels.push_back(ctx_.bucket(i));
-        buckets.push_back({i});
+      const auto at = std::find(labels_.begin(), labels_.end(), ctx_.bucket(i));
+      if (at == labels_.end()) {
+        labels_.push_back(ctx_.bucket(i));
+        buckets_.push_back({i});
       } else {
-        buckets[static_cast<std::size_t>(at - labels.begin())].push_back(i);
+        buckets_[static_cast<std::size_t>(at - labels_.begin())].push_back(i);
       }
     }
-    struct batch {
-      std::vector<std::size_t> items;
-      std::size_t degree_index;
-      dcp::degree_option run;
-    };
+    const auto& buckets = buckets_;
     // The profiler's batch size per bucket (the largest that fits), then VideoSys's global
     // interpolation: a bucket whose batch takes longer than the median bucket's gets the batch
     // size scaled by median / time when that lowers |time - median| (1.5x weight above).
     std::vector<std::size_t> sizes;
     std::vector<double> times;
     for (const auto& bucket : buckets) {
-      sizes.push_back(batch_size(bucket.front(), bucket.size(), k));
+      sizes.push_back(batch_size(bucket.front(), unlimited ? past_fitting(bucket.front(), k) : bucket.size(), k));
       times.push_back(sizes.back() > 0 ? batch_seconds(bucket.front(), sizes.back(), k) : 0.0);
     }
     if (options_.global_interpolation && !times.empty()) {
@@ -144,6 +151,27 @@ public:
         }
       }
     }
+    return sizes;
+  }
+
+  [[nodiscard]] std::vector<profiled_bucket> profiled() {
+    const auto sizes = profile(true);
+    std::vector<profiled_bucket> out;
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      out.push_back({labels_[b], static_cast<std::int64_t>(buckets_[b].size()), options_.degree,
+                     static_cast<std::int64_t>(sizes[b])});
+    return out;
+  }
+
+  [[nodiscard]] placement solve() {
+    const auto sizes = profile(false);
+    const auto k = k_;
+    const auto& buckets = buckets_;
+    struct batch {
+      std::vector<std::size_t> items;
+      std::size_t degree_index;
+      dcp::degree_option run;
+    };
     std::vector<batch> batches;
     for (const auto& bucket : buckets) {
       const auto size = sizes[static_cast<std::size_t>(&bucket - buckets.data())];
@@ -218,6 +246,14 @@ private:
                                        ctx_.config(k, full_));
   }
 
+  // A count of the representative that does not fit at degree index k: the profiler's
+  // synthetic data is unlimited, memory is not (a power of two; 2^40 at most).
+  [[nodiscard]] std::size_t past_fitting(std::size_t representative, std::size_t k) const {
+    std::size_t count = 1;
+    while (count < (std::size_t{1} << 40) && fits(representative, static_cast<std::int64_t>(count), k)) count *= 2;
+    return count;
+  }
+
   // The largest count of the representative that fits at degree index k (0 if not even one).
   [[nodiscard]]
   std::size_t batch_size(std::size_t representative, std::size_t count, std::size_t k) const {
@@ -251,6 +287,9 @@ private:
   const paper_baseline& options_;
   recompute_setting full_;
   double limit_;
+  std::size_t k_ = 0;
+  std::vector<std::int32_t> labels_;
+  std::vector<std::vector<std::size_t>> buckets_;
 };
 
 }  // namespace detail
@@ -260,6 +299,13 @@ template <cost_model M, recompute_strategy<M> R>
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "paper-baseline"};
     return detail::paper_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
+  });
+}
+
+template <cost_model M, recompute_strategy<M> R>
+[[nodiscard]] std::vector<profiled_bucket> paper_baseline::profile(const placement_problem<M, R>& problem) const {
+  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
+    return detail::paper_solver<dcp::placement_context<M, R>>(ctx, *this).profiled();
   });
 }
 

@@ -33,7 +33,9 @@
 //    first, then longest accumulated time first) takes the aligned block of its size that is
 //    free earliest, so a slow group of one iteration does not hold back the same ranks' groups
 //    in every later one.
-//  - Nothing is dropped: VideoSys drops (or pads by repetition) partial batches with drop_last,
+//  - Nothing is dropped here (`profile()` gives the batch sizes with which
+//    evaluation::videosys_drop_last drops each bucket's partial batch before planning, as
+//    drop_last does upstream; the sampler's other drops below stay unmodelled): VideoSys drops (or pads by repetition) partial batches with drop_last,
 //    discards an iteration whose GPUs cannot all be filled, skips buckets the profiler marks
 //    invalid, and stops a group's accumulation when its bucket runs out. Here partial batches
 //    run, an iteration keeps the groups it filled (the other GPUs idle), a bucket that fits
@@ -187,6 +189,13 @@ struct videosys_dcp {
   template <cost_model M, recompute_strategy<M> R>
   [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
 
+  /// Each bucket's profiled (sp, bs) as VideoSys's profiler finds them on unlimited synthetic
+  /// data (bs not capped at the bucket's sample count), buckets in order of their longest
+  /// sample; batch_size 0 for a bucket it marks invalid. What drop_last keeps whole batches of
+  /// (evaluation::videosys_drop_last).
+  template <cost_model M, recompute_strategy<M> R>
+  [[nodiscard]] std::vector<profiled_bucket> profile(const placement_problem<M, R>& problem) const;
+
   [[nodiscard]] std::string_view name() const noexcept { return "videosys-dcp"; }
   friend bool operator==(const videosys_dcp&, const videosys_dcp&) = default;
 };
@@ -233,7 +242,9 @@ public:
   }
 
   [[nodiscard]] const std::vector<videosys_bucket>& buckets() const noexcept { return buckets_; }
-  void profile_only() {
+  /// The profile alone; `unlimited`: batch sizes not capped at a bucket's sample count.
+  void profile_only(bool unlimited = false) {
+    unlimited_ = unlimited;
     make_buckets();
     for (auto& b : buckets_) profile(b);
   }
@@ -294,7 +305,9 @@ private:
   // bucket's count), then sp doubles with bs restarting at 1 (PAC) or at half the last good bs.
   void search(const videosys_bucket& b, const std::vector<std::size_t>& ks,
               std::vector<videosys_row>& rows) const {
-    const auto count = static_cast<std::int64_t>(b.samples.size());
+    // The profiler's data is synthetic and unlimited (memory stops bs long before 2^40); one
+    // real batch holds the bucket's count.
+    const auto count = unlimited_ ? std::int64_t{1} << 40 : static_cast<std::int64_t>(b.samples.size());
     const std::size_t representative = b.samples.front();
     std::int64_t batch_size = 1;
     for (auto k : ks) {
@@ -518,6 +531,7 @@ private:
   std::int64_t layers_;
   double cap_;
   splitmix64 random_;
+  bool unlimited_ = false;
   std::vector<videosys_bucket> buckets_;
 };
 
@@ -528,6 +542,19 @@ template <cost_model M, recompute_strategy<M> R>
   return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "videosys-dcp"};
     return detail::videosys_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
+  });
+}
+
+template <cost_model M, recompute_strategy<M> R>
+[[nodiscard]] std::vector<profiled_bucket> videosys_dcp::profile(const placement_problem<M, R>& problem) const {
+  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
+    detail::videosys_solver<dcp::placement_context<M, R>> solver(ctx, *this);
+    solver.profile_only(true);
+    std::vector<profiled_bucket> out;
+    for (const auto& b : solver.buckets())
+      out.push_back({b.label, static_cast<std::int64_t>(b.samples.size()), ctx.degree(b.row.degree_index),
+                     b.profiled ? b.row.batch_size : 0});
+    return out;
   });
 }
 

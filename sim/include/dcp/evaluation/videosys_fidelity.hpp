@@ -21,18 +21,29 @@
 //    step costs one gradient synchronisation of the truth model (ZeRO-1 reduce-scatter and
 //    all-gather), added per iteration.
 //  - The profiler is the analytic cost model (VideoSys profiles on the GPU); the truth model
-//    runs the plans. drop_last is not modelled (partial batches run).
-//  - The ratio is of epoch times: every variant trains the same samples, so it is the ratio of
-//    samples (and tokens) per second. train.py also logs the sum of tokens / sp_size over time,
-//    which would credit a variant for smaller SP sizes by up to 4x over the sp-4 baseline; the
-//    chart's ratios (at most 2.48x) cannot be of that metric, so it is not used.
+//    runs the plans.
+//  - drop_last (true in every benchmark YAML), before planning (videosys_drop_last): each bucket
+//    keeps a multiple of its profiled batch size (the profiler's, on unlimited synthetic data),
+//    the rest dropped; the baseline's bucketized sampler then also drops whole batches at random
+//    until their count is a multiple of its data-parallel groups. The DCP sampler's further
+//    drops (an iteration whose GPUs cannot all be filled, a bucket too short for its group's
+//    accumulation) are not modelled: those samples run.
+//  - The ratio is of tokens per second over the epoch (drop_last leaves each variant its own
+//    samples; the chart's unit is latent voxels per second, proportional to tokens). train.py
+//    also logs the sum of tokens / sp_size over time, which would credit a variant for smaller
+//    SP sizes by up to 4x over the sp-4 baseline; the chart's ratios (at most 2.48x) cannot be of
+//    that metric, so it is not used.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "dcp/baselines/detail/common.hpp"
 #include "dcp/baselines/paper_baseline.hpp"
 #include "dcp/baselines/videosys_dcp.hpp"
 #include "dcp/bucketing/video_buckets.hpp"
@@ -76,6 +87,67 @@ namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
   return out;
 }
 
+/// Upstream's drop_last, given a profile (paper_baseline::profile or videosys_dcp::profile of
+/// the epoch under video_buckets): each bucket keeps the largest multiple of its batch size
+/// (its last samples dropped: a bucket holds one shape), a bucket the profiler marks invalid
+/// (batch size 0) is kept whole; with `groups` > 1 (the baseline's bucketized sampler, whose
+/// access order is trimmed to a multiple of its data-parallel size), whole batches drawn at random
+/// from `seed` are then dropped until their count is a multiple of `groups`. Returns the kept
+/// samples in the epoch's order.
+[[nodiscard]] inline std::vector<sample> videosys_drop_last(std::span<const sample> epoch,
+                                                            const std::vector<baselines::profiled_bucket>& profile,
+                                                            std::int64_t groups = 1, std::uint64_t seed = 0) {
+  const auto ordered = canonical_order(epoch);
+  const auto labels = video_buckets{}.assign(ordered);
+  std::vector<std::vector<std::int64_t>> members(profile.size());  // ids, canonical order
+  for (std::size_t i = 0; i < ordered.size(); ++i) {
+    const auto at = std::find_if(profile.begin(), profile.end(),
+                                 [&](const baselines::profiled_bucket& b) { return b.label == labels[i]; });
+    if (at == profile.end())
+      throw error("videosys_drop_last: sample " + std::to_string(ordered[i].id) + " is in bucket " +
+                  std::to_string(labels[i]) + ", which the profile does not list");
+    members[static_cast<std::size_t>(at - profile.begin())].push_back(ordered[i].id);
+  }
+  std::vector<std::int64_t> dropped;
+  std::vector<std::pair<std::size_t, std::size_t>> batches;  // (bucket, first member)
+  for (std::size_t b = 0; b < profile.size(); ++b) {
+    const auto bs = static_cast<std::size_t>(profile[b].batch_size);
+    if (bs == 0) continue;
+    const auto whole = members[b].size() / bs * bs;
+    dropped.insert(dropped.end(), members[b].begin() + static_cast<std::ptrdiff_t>(whole), members[b].end());
+    for (std::size_t first = 0; first < whole; first += bs) batches.emplace_back(b, first);
+  }
+  if (groups > 1) {
+    baselines::detail::splitmix64 random(seed);
+    random.shuffle(batches);
+    for (std::size_t n = batches.size() - batches.size() % static_cast<std::size_t>(groups); n < batches.size(); ++n) {
+      const auto [b, first] = batches[n];
+      const auto bs = static_cast<std::size_t>(profile[b].batch_size);
+      dropped.insert(dropped.end(), members[b].begin() + static_cast<std::ptrdiff_t>(first),
+                     members[b].begin() + static_cast<std::ptrdiff_t>(first + bs));
+    }
+  }
+  std::sort(dropped.begin(), dropped.end());
+  std::vector<sample> kept;
+  kept.reserve(epoch.size() - dropped.size());
+  for (const auto& s : epoch)
+    if (!std::binary_search(dropped.begin(), dropped.end(), s.id)) kept.push_back(s);
+  return kept;
+}
+
+/// A policy's profile of `epoch` under video_buckets, as its scheduler would plan it.
+template <class Policy>
+[[nodiscard]] std::vector<baselines::profiled_bucket> videosys_profile(const Policy& policy, const analytic_cost_model& cost,
+                                                                       std::span<const sample> epoch) {
+  const auto ordered = canonical_order(epoch);
+  const auto labels = video_buckets{}.assign(ordered);
+  const pyramid_recompute recompute{};
+  placement_problem<analytic_cost_model, pyramid_recompute> problem{ordered, labels, cost, recompute};
+  const placement_context<analytic_cost_model, pyramid_recompute> context(problem);
+  problem.options = &context;
+  return policy.profile(std::as_const(problem));
+}
+
 /// One variant of the benchmark on the truth model.
 struct videosys_variant {
   std::string name;
@@ -84,7 +156,10 @@ struct videosys_variant {
   std::int64_t iterations = 0;   ///< optimizer steps (barriers + 1)
   std::int64_t micro_steps = 0;
   std::int64_t largest_micro_batch_tokens = 0;
-  double speedup = 0;            ///< baseline epoch_seconds / this epoch_seconds
+  std::int64_t samples = 0;      ///< trained: the epoch less what drop_last dropped
+  std::int64_t tokens = 0;       ///< of the trained samples
+  std::int64_t dropped_samples = 0;
+  double speedup = 0;            ///< tokens per second over the baseline's
   std::int64_t oom_events = 0;
 };
 
@@ -111,14 +186,22 @@ struct videosys_fidelity {
   for (const auto& s : batch) out.tokens += s.tokens;
 
   const double sync = truth.gradient_sync_seconds(cluster.gpus);
-  auto run = [&](std::string name, double published, const step_plan& plan) {
+  auto run = [&](std::string name, double published, const auto& policy, std::int64_t groups) {
+    const auto kept = videosys_drop_last(batch, videosys_profile(policy, cost, batch), groups, seed);
+    using policy_type = std::remove_cvref_t<decltype(policy)>;
+    const auto plan =
+        DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, policy_type>(cost, {}, {}, policy)
+            .plan(kept);
     sim::sim_options options;
     options.seed = seed;
     options.noise_sigma = noise_sigma;
-    const auto result = sim::simulate(plan, batch, truth, options);
+    const auto result = sim::simulate(plan, kept, truth, options);
     videosys_variant v;
     v.name = std::move(name);
     v.published_speedup = published;
+    v.samples = static_cast<std::int64_t>(kept.size());
+    for (const auto& s : kept) v.tokens += s.tokens;
+    v.dropped_samples = out.samples - v.samples;
     v.iterations = static_cast<std::int64_t>(plan.barriers.size()) + 1;
     v.epoch_seconds = result.makespan_seconds + static_cast<double>(v.iterations) * sync;
     v.micro_steps = static_cast<std::int64_t>(plan.micro_steps.size());
@@ -129,9 +212,7 @@ struct videosys_fidelity {
 
   baselines::paper_baseline baseline;  // sp 4, every layer checkpointed, random dealing, barriers
   baseline.seed = seed;
-  run("baseline", 1.0,
-      DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, baselines::paper_baseline>(
-          cost, {}, {}, baseline).plan(batch));
+  run("baseline", 1.0, baseline, cluster.gpus / baseline.degree);
   struct variant {
     const char* name;
     double published;
@@ -147,12 +228,11 @@ struct videosys_fidelity {
     policy.pyramid_checkpointing = v.pac;
     policy.shuffle = true;
     policy.seed = seed;
-    run(v.name, v.published,
-        DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, baselines::videosys_dcp>(
-            cost, {}, {}, policy).plan(batch));
+    run(v.name, v.published, policy, 1);
   }
+  const auto throughput = [](const videosys_variant& v) { return static_cast<double>(v.tokens) / v.epoch_seconds; };
   const auto& base = out.variants.front();
-  for (auto& v : out.variants) v.speedup = base.epoch_seconds / v.epoch_seconds;
+  for (auto& v : out.variants) v.speedup = throughput(v) / throughput(base);
   return out;
 }
 

@@ -228,3 +228,18 @@ private:
 };
 
 }  // namespace dcp::baselines::detail
+
+namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
+
+/// One bucket as a VideoSys-style profiler sizes it on unlimited synthetic data: the batches its
+/// sampler cuts the bucket into (and the remainder drop_last drops). `profile()` of
+/// paper_baseline and videosys_dcp.
+struct profiled_bucket {
+  std::int32_t label = 0;       ///< the bucketing's label
+  std::int64_t samples = 0;     ///< the bucket's samples in this batch
+  std::int64_t degree = 1;      ///< the sequence-parallel degree its batches run at
+  std::int64_t batch_size = 0;  ///< samples per batch; 0: fits nowhere under the profiler's cap
+  friend bool operator==(const profiled_bucket&, const profiled_bucket&) = default;
+};
+
+}  // namespace dcp::baselines
