@@ -23,6 +23,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -853,14 +854,28 @@ template <cost_model M, recompute_strategy<M> R>
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
     auto ours = detail::balanced_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
     if (!compare_static) return ours;
-    auto best_static = detail::best_static_layout(
-        ctx, exact_best_static ? std::numeric_limits<double>::infinity() : ours.makespan_seconds);
+    const double beat = exact_best_static ? std::numeric_limits<double>::infinity() : ours.makespan_seconds;
+    auto best_static = detail::best_static_layout(ctx, beat);
+    // Under an automatic style a static micro-batch takes the style its first sample runs
+    // fastest alone; one style for the whole layout can be faster when micro-batches are filled
+    // (the fixed per-micro-step cost of ZeRO-3 favours few, large ones). Each fixed style's best
+    // static layout is searched too, against the best so far.
+    std::string style_name;  // the fixed style of the best static layout, if it has one
+    if (ctx.sp() == sequence_parallel::automatic)
+      for (const auto style : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
+        const dcp::placement_context<M, R> fixed(problem, style);
+        auto candidate = detail::best_static_layout(fixed, best_static ? best_static->makespan_seconds : beat);
+        if (candidate && (!best_static || candidate->makespan_seconds < best_static->makespan_seconds)) {
+          best_static = std::move(candidate);
+          style_name = ", " + std::string(to_string(style)) + ",";
+        }
+      }
     if (!best_static) return ours;
     ours.best_static_seconds = best_static->makespan_seconds;
     ours.best_static_degree = best_static->best_static_degree;
     if (best_static->makespan_seconds < ours.makespan_seconds) {
-      best_static->policy = "balanced (static degree " +
-                            std::to_string(best_static->best_static_degree) + " was faster)";
+      best_static->policy = "balanced (static degree " + std::to_string(best_static->best_static_degree) +
+                            style_name + " was faster)";
       return std::move(*best_static);
     }
     return ours;

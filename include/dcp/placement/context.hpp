@@ -63,8 +63,13 @@ template <cost_model M, recompute_strategy<M> R>
 class placement_context {
 public:
   explicit placement_context(const placement_problem<M, R>& problem)
+      : placement_context(problem, problem.cost.training().sp) {}
+  /// The context of `problem` as if its training run named `style`: the degrees and styles that
+  /// style allows (under an automatic run, one fixed style's layouts: balanced_placement
+  /// searches static layouts in each).
+  placement_context(const placement_problem<M, R>& problem, sequence_parallel style)
       : problem_(problem),
-        sp_(problem.cost.training().sp),
+        sp_(style),
         gpus_(problem.cost.cluster().gpus),
         gpus_per_node_(problem.cost.cluster().gpus_per_node),
         budget_(problem.cost.memory_budget()),
