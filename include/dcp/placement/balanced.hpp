@@ -859,12 +859,19 @@ template <cost_model M, recompute_strategy<M> R>
     // Under an automatic style a static micro-batch takes the style its first sample runs
     // fastest alone; one style for the whole layout can be faster when micro-batches are filled
     // (the fixed per-micro-step cost of ZeRO-3 favours few, large ones). Each fixed style's best
-    // static layout is searched too, against the best so far.
+    // static layout is searched too, against the best so far, at the degrees where the
+    // automatic style had a choice (elsewhere its layout already is one style's).
     std::string style_name;  // the fixed style of the best static layout, if it has one
     if (ctx.sp() == sequence_parallel::automatic)
       for (const auto style : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
         const dcp::placement_context<M, R> fixed(problem, style);
-        auto candidate = detail::best_static_layout(fixed, best_static ? best_static->makespan_seconds : beat);
+        const auto chose = [&](std::size_t k) {
+          const auto& all = ctx.degrees();
+          const auto at = std::find(all.begin(), all.end(), fixed.degree(k));
+          return at != all.end() && ctx.style_count(static_cast<std::size_t>(at - all.begin())) > 1;
+        };
+        auto candidate =
+            detail::best_static_layout(fixed, best_static ? best_static->makespan_seconds : beat, chose);
         if (candidate && (!best_static || candidate->makespan_seconds < best_static->makespan_seconds)) {
           best_static = std::move(candidate);
           style_name = ", " + std::string(to_string(style)) + ",";

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -69,9 +70,11 @@ template <class Context>
 /// which keeps the search exact.
 template <class Context>
 [[nodiscard]] std::optional<placement> best_static_layout(
-    const Context& ctx, double beat = std::numeric_limits<double>::infinity()) {
+    const Context& ctx, double beat = std::numeric_limits<double>::infinity(),
+    const std::function<bool(std::size_t)>& searched = {}) {
   std::optional<placement> best;
   for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
+    if (searched && !searched(k)) continue;
     const double bound = best ? best->makespan_seconds : beat;
     if (!static_may_beat(ctx, k, bound)) continue;
     auto candidate = static_layout(ctx, k);
