@@ -65,9 +65,10 @@ template <class Context>
   return true;
 }
 
-/// The fastest static layout over every allowed degree that is faster than `beat`, or nullopt
-/// if none is. A degree is laid out only if its floor is below the best layout found so far,
-/// which keeps the search exact.
+/// The fastest static layout over every allowed degree (every degree index k for which
+/// `searched(k)` holds, when given) that is faster than `beat`, or nullopt if none is. A degree
+/// is laid out only if its floor is below the best layout found so far, which keeps the search
+/// exact.
 template <class Context>
 [[nodiscard]] std::optional<placement> best_static_layout(
     const Context& ctx, double beat = std::numeric_limits<double>::infinity(),
