@@ -142,10 +142,8 @@ template <class Policy>
   const auto ordered = canonical_order(epoch);
   const auto labels = video_buckets{}.assign(ordered);
   const pyramid_recompute recompute{};
-  placement_problem<analytic_cost_model, pyramid_recompute> problem{ordered, labels, cost, recompute};
-  const placement_context<analytic_cost_model, pyramid_recompute> context(problem);
-  problem.options = &context;
-  return policy.profile(std::as_const(problem));
+  const placement_problem<analytic_cost_model, pyramid_recompute> problem{ordered, labels, cost, recompute};
+  return policy.profile(problem);  // the policy builds the problem's placement_context
 }
 
 /// One variant of the benchmark on the truth model.
