@@ -1,6 +1,6 @@
 #pragma once
-// Seeded heavy-tailed batches for the property tests, and the Wikipedia lengths when the shared
-// data folder is beside the checkout.
+// Seeded heavy-tailed batches and scenarios for the property tests, and the Wikipedia lengths
+// when the shared data folder is beside the checkout.
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,13 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "dcp/spec/hardware.hpp"
+#include "dcp/spec/model.hpp"
 #include "dcp/spec/sample.hpp"
+#include "dcp/spec/training.hpp"
 
 namespace dcp::test {
 
@@ -53,6 +57,21 @@ inline std::vector<sample> heavy_tailed_batch(std::uint64_t seed, std::size_t co
     batch.push_back(text_sample(i * 7919 + seed % 13, heavy_tailed_length(r, cap)));
   return batch;
 }
+
+/// The batch in an order drawn from `seed` (Fisher-Yates): a plan must not depend on it.
+inline std::vector<sample> shuffled(std::vector<sample> batch, std::uint64_t seed) {
+  rng r(seed);
+  for (std::size_t i = batch.size(); i > 1; --i)
+    std::swap(batch[i - 1], batch[static_cast<std::size_t>(r.below(static_cast<std::int64_t>(i)))]);
+  return batch;
+}
+
+/// A model trained on a cluster: one setting of a property test.
+struct scenario {
+  model_spec model;
+  cluster_spec cluster;
+  training_spec training;
+};
 
 inline std::string wikipedia_path() { return std::string(DCP_SHARED_DATA_DIR) + "/wikipedia-lengths.txt"; }
 

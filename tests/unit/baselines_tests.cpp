@@ -30,6 +30,8 @@
 #include "dcp/workload/empirical_profile.hpp"
 
 using namespace dcp;
+using dcp::test::scenario;
+using dcp::test::shuffled;
 using namespace dcp::baselines;
 
 static_assert(placement_policy<megatron_dynamic_cp, analytic_cost_model, pyramid_recompute>);
@@ -42,12 +44,6 @@ static_assert(placement_policy<paper_baseline, analytic_cost_model, no_recompute
 static_assert(placement_policy<megatron_dynamic_cp, analytic_cost_model, full_recompute>);
 
 namespace {
-
-struct scenario {
-  model_spec model;
-  cluster_spec cluster;
-  training_spec training;
-};
 
 // Clusters of 1-4 nodes, H100 and H200, a model whose head count limits Ulysses degrees
 // (Qwen2.5-7B: 28 heads, degrees 1, 2, 4), ring attention and ZeRO-3.
@@ -62,13 +58,6 @@ std::vector<scenario> scenarios() {
       {models::llama3_8b(), hgx_cluster(2, gpus::h200_sxm()), ring},
       {models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()), {}},
   };
-}
-
-std::vector<sample> shuffled(std::vector<sample> batch, std::uint64_t seed) {
-  dcp::test::rng r(seed);
-  for (std::size_t i = batch.size(); i > 1; --i)
-    std::swap(batch[i - 1], batch[static_cast<std::size_t>(r.below(static_cast<std::int64_t>(i)))]);
-  return batch;
 }
 
 /// Everything a peer's plan must keep: each sample exactly once; every micro-step's time and

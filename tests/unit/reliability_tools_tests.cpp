@@ -24,12 +24,13 @@
 #include "dcp/workload/loaders.hpp"
 #include "../support/errors.hpp"
 
-#include "../../tools/dcp_plan_main.hpp"
-#include "../../tools/dcp_sim_main.hpp"
+#include "../support/tool_runs.hpp"
 
 namespace w = dcp::workload;
 using dcp::test::contains;
 using dcp::test::message_of;
+using dcp::test::run_plan;
+using dcp::test::run_sim;
 
 namespace {
 
@@ -51,28 +52,6 @@ class temp_file {
  private:
   std::filesystem::path path_;
 };
-
-/// What a tool run in-process returned and wrote.
-struct tool_run {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-tool_run run_sim(std::initializer_list<std::string_view> args) {
-  std::ostringstream out, err;
-  const std::vector<std::string_view> list(args);
-  const int status = dcp::tool::sim_main(list, out, err);
-  return {status, out.str(), err.str()};
-}
-
-tool_run run_plan(std::initializer_list<std::string_view> args, const std::string& input = "") {
-  std::istringstream in(input);
-  std::ostringstream out, err;
-  const std::vector<std::string_view> list(args);
-  const int status = dcp::tool::plan_main(list, in, out, err);
-  return {status, out.str(), err.str()};
-}
 
 /// A stream whose every write fails, like stdout redirected to /dev/full.
 class failing_buffer : public std::streambuf {

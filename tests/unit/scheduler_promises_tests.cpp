@@ -10,28 +10,17 @@
 #include "dcp/dcp.hpp"
 
 using namespace dcp;
+using dcp::test::scenario;
+using dcp::test::shuffled;
 using dcp::test::check_promises;
 
 namespace {
-
-struct scenario {
-  model_spec model;
-  cluster_spec cluster;
-  training_spec training;
-};
 
 template <class Recompute = DataCentricScheduler<>::recompute_type>
 double best_static_of(const analytic_cost_model& cost, const std::vector<sample>& batch) {
   const DataCentricScheduler<analytic_cost_model, varlen_buckets, Recompute, best_static_placement>
       baseline(cost);
   return baseline.plan(batch).makespan_seconds;
-}
-
-std::vector<sample> shuffled(std::vector<sample> batch, std::uint64_t seed) {
-  dcp::test::rng r(seed);
-  for (std::size_t i = batch.size(); i > 1; --i)
-    std::swap(batch[i - 1], batch[static_cast<std::size_t>(r.below(static_cast<std::int64_t>(i)))]);
-  return batch;
 }
 
 }  // namespace

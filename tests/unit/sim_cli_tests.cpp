@@ -12,12 +12,12 @@ using dcp::tool::parse_sim_arguments;
 using dcp::tool::usage_error;
 
 namespace {
-dcp::tool::sim_options_cli parse(std::vector<std::string_view> args) {
+dcp::tool::sim_options_cli parse_sim(std::vector<std::string_view> args) {
   return parse_sim_arguments(std::span<const std::string_view>(args.data(), args.size()));
 }
 std::string error_of(std::vector<std::string_view> args) {
   try {
-    parse(std::move(args));
+    parse_sim(std::move(args));
   } catch (const usage_error& e) {
     return e.what();
   }
@@ -26,7 +26,7 @@ std::string error_of(std::vector<std::string_view> args) {
 }  // namespace
 
 TEST_CASE("Tool.SimCli.defaults_are_the_documented_comparison") {
-  const auto o = parse({});
+  const auto o = parse_sim({});
   CHECK(o.steps == 50);
   CHECK(o.nodes * o.gpus_per_node == 32);
   CHECK(o.gpu == "h200");
@@ -37,7 +37,7 @@ TEST_CASE("Tool.SimCli.defaults_are_the_documented_comparison") {
 }
 
 TEST_CASE("Tool.SimCli.flags_are_read_in_both_spellings") {
-  const auto o = parse({"--model", "stdit3-xl", "--steps=7", "--policies", "dcp,static", "--json",
+  const auto o = parse_sim({"--model", "stdit3-xl", "--steps=7", "--policies", "dcp,static", "--json",
                         "--out", "figs", "--tokens", "5000", "--seed=9", "--sp", "ring", "--zero", "3"});
   CHECK(o.model == "stdit3-xl");
   CHECK(o.model_given);

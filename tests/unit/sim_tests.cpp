@@ -14,8 +14,11 @@
 #include "dcp/sim/truth_bound.hpp"
 #include "dcp/sim/truth_model.hpp"
 #include "../support/batches.hpp"
+#include "../support/errors.hpp"
 
 using namespace dcp;
+using dcp::test::contains;
+using dcp::test::message_of;
 
 namespace {
 
@@ -49,20 +52,6 @@ step_plan plan_of(std::int64_t gpus, std::vector<micro_step> steps) {
   p.gpus_per_node = 8;
   p.micro_steps = std::move(steps);
   return p;
-}
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "(no dcp::error thrown)";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 const sim::sim_options exact{0, 0.0};

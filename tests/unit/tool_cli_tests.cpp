@@ -17,7 +17,7 @@ using namespace dcp::tool;
 
 namespace {
 
-plan_options parse(std::initializer_list<std::string_view> args) {
+plan_options parse_plan(std::initializer_list<std::string_view> args) {
   const std::vector<std::string_view> list(args);
   return parse_arguments(std::span<const std::string_view>(list.data(), list.size()));
 }
@@ -25,7 +25,7 @@ plan_options parse(std::initializer_list<std::string_view> args) {
 }  // namespace
 
 TEST_CASE("Tool.Cli.defaults_plan_llama3_8b_on_4x8_h200") {
-  const auto o = parse({});
+  const auto o = parse_plan({});
   CHECK(o.model == "llama3-8b");
   CHECK(o.gpu == "h200");
   CHECK(o.recompute == recompute_choice::selective_pyramid);
@@ -45,7 +45,7 @@ TEST_CASE("Tool.Cli.defaults_plan_llama3_8b_on_4x8_h200") {
 }
 
 TEST_CASE("Tool.Cli.parses_every_flag") {
-  const auto o = parse({"--model",
+  const auto o = parse_plan({"--model",
                         "qwen2.5-72b",
                         "--gpu=h100",
                         "--nodes",
@@ -99,14 +99,14 @@ TEST_CASE("Tool.Cli.parses_every_flag") {
   CHECK(training.headroom_bytes == 6.5 * gib);
   CHECK(training.sp == sequence_parallel::ring);
 
-  CHECK(parse({"--placement", "best-static"}).placement == placement_choice::best_static);
-  CHECK(parse({"--bucketing", "log2"}).bucketing == bucketing_choice::log2);
-  CHECK(parse({"--recompute=none"}).recompute == recompute_choice::none);
-  CHECK(parse({"--recompute", "full"}).recompute == recompute_choice::full);
-  CHECK(parse({"--recompute", "pyramid"}).recompute == recompute_choice::pyramid);
-  CHECK(parse({"-"}).input == "-");
-  CHECK(parse({"--", "--odd-name"}).input == "--odd-name");
-  CHECK(parse({"--help"}).help);
+  CHECK(parse_plan({"--placement", "best-static"}).placement == placement_choice::best_static);
+  CHECK(parse_plan({"--bucketing", "log2"}).bucketing == bucketing_choice::log2);
+  CHECK(parse_plan({"--recompute=none"}).recompute == recompute_choice::none);
+  CHECK(parse_plan({"--recompute", "full"}).recompute == recompute_choice::full);
+  CHECK(parse_plan({"--recompute", "pyramid"}).recompute == recompute_choice::pyramid);
+  CHECK(parse_plan({"-"}).input == "-");
+  CHECK(parse_plan({"--", "--odd-name"}).input == "--odd-name");
+  CHECK(parse_plan({"--help"}).help);
 }
 
 TEST_CASE("Tool.Cli.names_every_model_and_gpu") {
@@ -121,15 +121,15 @@ TEST_CASE("Tool.Cli.names_every_model_and_gpu") {
 }
 
 TEST_CASE("Tool.Cli.gpus_makes_one_small_node_or_whole_nodes") {
-  const auto small = cluster_of(parse({"--gpus", "4"}));
+  const auto small = cluster_of(parse_plan({"--gpus", "4"}));
   CHECK(small.gpus == 4);
   CHECK(small.gpus_per_node == 4);
-  const auto whole = cluster_of(parse({"--gpus=64"}));
+  const auto whole = cluster_of(parse_plan({"--gpus=64"}));
   CHECK(whole.gpus == 64);
   CHECK(whole.gpus_per_node == 8);
   CHECK_NOTHROW(whole.validate());
   // Not a multiple of the node size: the cluster spec, not the parser, rejects it.
-  CHECK_THROWS_AS(cluster_of(parse({"--gpus", "12"})).validate(), invalid_spec);
+  CHECK_THROWS_AS(cluster_of(parse_plan({"--gpus", "12"})).validate(), invalid_spec);
 }
 
 TEST_CASE("Tool.Cli.rejects_bad_command_lines") {
@@ -175,7 +175,7 @@ TEST_CASE("Tool.Cli.rejects_bad_command_lines") {
 
 TEST_CASE("Tool.Cli.errors_name_the_flag_and_value") {
   try {
-    parse({"--zero", "7"});
+    parse_plan({"--zero", "7"});
     FAIL("no usage_error");
   } catch (const usage_error& e) {
     const std::string what = e.what();
@@ -190,15 +190,15 @@ TEST_CASE("Tool.Cli.runtime_bucketing_labels_like_its_policy") {
     batch.push_back(text_sample(static_cast<std::uint64_t>(t), t));
   const std::span<const sample> view(batch.data(), batch.size());
 
-  const runtime_bucketing varlen(parse({}));
+  const runtime_bucketing varlen(parse_plan({}));
   CHECK(varlen.label() == "varlen");
   CHECK(varlen.assign(view) == varlen_buckets{}.assign(view));
 
-  const runtime_bucketing log2(parse({"--bucketing", "log2"}));
+  const runtime_bucketing log2(parse_plan({"--bucketing", "log2"}));
   CHECK(log2.label() == "log2");
   CHECK(log2.assign(view) == log2_buckets{}.assign(view));
 
-  const runtime_bucketing padding(parse({"--bucketing", "padding-optimal:2"}));
+  const runtime_bucketing padding(parse_plan({"--bucketing", "padding-optimal:2"}));
   CHECK(padding.label() == "padding-optimal:2");
   CHECK(padding.name() == "padding-optimal");
   CHECK(padding.assign(view) == padding_optimal_buckets(2).assign(view));

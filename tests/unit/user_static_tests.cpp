@@ -26,10 +26,11 @@
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/loaders.hpp"
 #include "dcp/workload/video_mix.hpp"
-#include "../../tools/dcp_sim_main.hpp"
+#include "../support/tool_runs.hpp"
 
 using namespace dcp;
 using namespace dcp::baselines;
+using dcp::test::run_sim;
 
 namespace {
 
@@ -92,19 +93,6 @@ checked_run check_plan(const model_spec& model, const cluster_spec& cluster, con
   const sim::truth_model truth(model, cluster, training);
   const auto simulated = sim::simulate(plan, batch, truth, {});
   return {degree, simulated.oom_events};
-}
-
-struct tool_output {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-tool_output run_sim(std::initializer_list<std::string_view> args) {
-  std::ostringstream out, err;
-  const std::vector<std::string_view> list(args);
-  const int status = tool::sim_main(list, out, err);
-  return {status, out.str(), err.str()};
 }
 
 auto truth_peak(const sim::truth_model& truth) {
