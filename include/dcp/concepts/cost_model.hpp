@@ -72,6 +72,11 @@ template <class M>
 /// member that is absent is fine (the library then uses its default); one that is present with
 /// another signature — non-const, other parameters, another return type — fails this concept,
 /// and so `cost_model`, instead of being silently ignored.
+///
+/// Mind the shape when adding a member: GCC 12 normalizes these disjunctions into clauses when it
+/// compares constrained declarations, and one more `(!declares_x<M> || requires ...)` here made
+/// a translation unit that includes dcp/dcp.hpp take over 100 s to parse. A new member's check
+/// goes into a `constexpr bool` variable template, which is one atomic constraint.
 template <class M>
 concept optional_cost_members_are_well_formed =
     (!detail::declares_gradient_sync_seconds<M> ||
