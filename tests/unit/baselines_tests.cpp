@@ -30,9 +30,9 @@
 #include "dcp/workload/empirical_profile.hpp"
 
 using namespace dcp;
+using namespace dcp::baselines;
 using dcp::test::scenario;
 using dcp::test::shuffled;
-using namespace dcp::baselines;
 
 static_assert(placement_policy<megatron_dynamic_cp, analytic_cost_model, pyramid_recompute>);
 static_assert(placement_policy<videosys_dcp, analytic_cost_model, pyramid_recompute>);

@@ -10,9 +10,9 @@
 #include "dcp/dcp.hpp"
 
 using namespace dcp;
+using dcp::test::check_promises;
 using dcp::test::scenario;
 using dcp::test::shuffled;
-using dcp::test::check_promises;
 
 namespace {
 
