@@ -299,3 +299,58 @@ TEST_CASE("Planner.Sharing.long_and_short_samples_share_multi_gpu_micro_batches_
     }
   }
 }
+
+namespace {
+// A millisecond per token at any degree (a larger one only spends more GPUs), no fixed cost,
+// and room for one sample per micro-batch (60 bytes a sample plus 0.005 a token, 100 in all):
+// every sample runs alone on one GPU, so a plan is a partition of the lengths and the best one
+// is known.
+struct one_sample_per_gpu_cost {
+  analytic_cost_model inner;
+  double seconds(const micro_batch_shape& s, const execution_config&) const {
+    return 1e-3 * static_cast<double>(s.tokens);
+  }
+  double peak_bytes(const micro_batch_shape& s, const execution_config&) const {
+    return 60.0 * static_cast<double>(s.samples) + 0.005 * static_cast<double>(s.tokens);
+  }
+  double memory_budget() const { return 100.0; }
+  const model_spec& model() const { return inner.model(); }
+  const cluster_spec& cluster() const { return inner.cluster(); }
+  const training_spec& training() const { return inner.training(); }
+};
+static_assert(cost_model<one_sample_per_gpu_cost>);
+
+cluster_spec gpus_in_one_node(std::int64_t gpus) {
+  cluster_spec cluster = hgx_cluster(1, gpus::h200_sxm());
+  cluster.gpus = gpus;
+  cluster.gpus_per_node = gpus;
+  return cluster;
+}
+}  // namespace
+
+TEST_CASE("Planner.LocalSearch.trades_a_long_sample_for_a_shorter_one_where_no_single_move_helps") {
+  // Both first assignments (longest first; by bucket up to the average) end with a rank that
+  // holds only samples longer than its lead over the earliest rank, so no sample can move;
+  // trading one for a shorter sample of an earlier rank reaches the best partition.
+  // - 2 GPUs, 4 4 5 5 5 7 (thousand tokens): ranks {7 5 4} and {5 5 4} end at 16 and 14 s;
+  //   trading a 5 for a 4 gives 15 and 15.
+  // - 3 GPUs, 4 4 4 6 7 7 8: longest first gives {8 4} {7 6} {7 4 4}, ending at 12, 13 and
+  //   15 s; no trade with the earliest rank helps, so it is made with the second earliest (a 7
+  //   for its 6: 14 s everywhere).
+  struct instance {
+    std::int64_t gpus;
+    std::vector<std::int64_t> thousands;
+    double best_seconds;
+  };
+  for (const auto& [gpus, thousands, best_seconds] :
+       {instance{2, {4, 4, 5, 5, 5, 7}, 15.0}, instance{3, {4, 4, 4, 6, 7, 7, 8}, 14.0}}) {
+    CAPTURE(gpus);
+    const DataCentricScheduler<one_sample_per_gpu_cost> ours(
+        one_sample_per_gpu_cost{analytic_cost_model(models::llama3_8b(), gpus_in_one_node(gpus))});
+    std::vector<sample> batch;
+    for (const auto k : thousands) batch.push_back(text_sample(batch.size(), 1000 * k));
+    const auto plan = ours.plan(batch);
+    CHECK(plan.micro_steps.size() == batch.size());
+    CHECK(plan.makespan_seconds == doctest::Approx(best_seconds).epsilon(1e-12));
+  }
+}

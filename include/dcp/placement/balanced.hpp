@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <numeric>
@@ -726,11 +727,25 @@ private:
     return sorted;
   }
 
-  // Moves single-GPU samples from the rank that finishes last to the one that finishes first
-  // while that strictly lowers the later of the two. Moves are evaluated incrementally: the
-  // sample leaves its micro-batch on the late rank, which is re-timed (or dropped when empty),
-  // and joins the early rank's first micro-batch of its bucket that holds it (first fit, else a
-  // new one), so a move costs a few cost-model calls instead of repacking two ranks.
+  // One micro-batch of a rank as a move leaves it: its index (the rank's micro-batch count for a
+  // new one), its shape and setting afterwards, and how many samples it then holds.
+  struct batch_change {
+    std::size_t batch;
+    micro_batch_shape shape;
+    degree_option run;
+    std::size_t count;
+  };
+
+  // Local search on the single-GPU samples, between the rank that finishes last and the one that
+  // finishes first, while it strictly lowers the later of the two:
+  // - a move takes a sample from the late rank to the early one (estimate below the gap, closest
+  //   to half of it first);
+  // - where no move does, a swap trades a sample of the late rank for a shorter one of the early
+  //   rank (estimates differing by less than the gap, closest to half of it first), which is
+  //   what a late rank holding only long samples needs.
+  // Changes are evaluated incrementally: a sample leaves its micro-batch, which is re-timed (or
+  // emptied), and joins its new rank's first micro-batch of its bucket that holds it (first fit,
+  // else a new one), so a change costs a few cost-model calls instead of repacking two ranks.
   void improve(const std::vector<double>& base, std::vector<std::vector<std::size_t>>& items,
                std::vector<std::vector<packed_batch>>& batches, std::vector<double>& end) const {
     constexpr auto nowhere = std::numeric_limits<std::uint32_t>::max();
@@ -738,95 +753,185 @@ private:
     for (std::size_t r = 0; r < gpus_; ++r)
       for (std::size_t b = 0; b < batches[r].size(); ++b)
         for (auto i : batches[r][b].samples) batch_of[i] = static_cast<std::uint32_t>(b);
-    // End of a rank whose micro-batch `replaced` takes `seconds` (or, past the last one, whose
-    // new micro-batch does), summed as the rank runs them.
-    const auto end_with = [&](std::size_t r, std::size_t replaced, double seconds) {
+    // End of rank r with `changes` applied in order (the later of two to one micro-batch holds),
+    // summed as the rank runs its micro-batches; an emptied one takes no time.
+    const auto end_with = [&](std::size_t r, std::initializer_list<const batch_change*> changes) {
       double t = 0;
-      for (std::size_t b = 0; b < batches[r].size(); ++b)
-        if (!batches[r][b].samples.empty()) t += b == replaced ? seconds : batches[r][b].run.seconds;
-      if (replaced == batches[r].size()) t += seconds;
+      for (std::size_t b = 0; b <= batches[r].size(); ++b) {
+        const batch_change* changed = nullptr;
+        for (const auto* c : changes)
+          if (c->batch == b) changed = c;
+        if (changed != nullptr)
+          t += changed->run.seconds;
+        else if (b < batches[r].size() && !batches[r][b].samples.empty())
+          t += batches[r][b].run.seconds;
+      }
       return base[r] + t;
     };
-    const std::size_t rounds = 4 * gpus_ + 64;
+    // The setting of a changed micro-batch, as the packer leaves one (first_fit_packer::finish):
+    // the strategy's lightest where that fits now, else the one it had while that still fits
+    // and is the strategy's; nullopt when neither does.
+    const auto& lightest = ctx_.packing_setting(0).lightest;
+    const auto settle = [&](const micro_batch_shape& shape,
+                            const recompute_setting& had) -> std::optional<degree_option> {
+      if (had != lightest && ctx_.runs_with(shape, 0, lightest)) return ctx_.run(shape, 0, lightest);
+      if (ctx_.runs_with(shape, 0, had)) return ctx_.run(shape, 0, had);
+      return std::nullopt;
+    };
+    // Sample i leaving rank r: the rest of its micro-batch settles (above), else takes the
+    // strategy's setting for what is left.
+    const auto leave = [&](std::size_t r, std::size_t i) -> std::optional<batch_change> {
+      const std::size_t from = batch_of[i];
+      const auto& batch = batches[r][from];
+      micro_batch_shape rest;
+      for (auto other : batch.samples)
+        if (other != i) rest += ctx_.shape(other);
+      degree_option run{true, {}, 0.0, 0.0};
+      if (batch.samples.size() > 1) {
+        const auto settled = settle(rest, batch.run.recompute);
+        run = settled ? *settled : ctx_.evaluate(rest, 0);
+        if (!run.feasible) return std::nullopt;
+      }
+      return batch_change{from, std::move(rest), run, batch.samples.size() - 1};
+    };
+    // Sample i joining rank r (after `left`, if given, changed one of its micro-batches): first
+    // fit among the rank's micro-batches of its bucket, else a micro-batch of its own.
+    const auto join = [&](std::size_t r, std::size_t i, const batch_change* left) -> std::optional<batch_change> {
+      const auto& alone = ctx_.alone(i, 0);
+      const double need = 0.999 * (alone.peak_bytes - ctx_.empty_bytes(0));
+      for (std::size_t b = 0; b < batches[r].size(); ++b) {
+        const auto& batch = batches[r][b];
+        const bool changed = left != nullptr && left->batch == b;
+        const auto count = changed ? left->count : batch.samples.size();
+        const auto& run = changed ? left->run : batch.run;
+        // A micro-batch holds one bucket, so its first sample names it even if that one leaves.
+        if (count == 0 || ctx_.bucket(batch.samples.front()) != ctx_.bucket(i) ||
+            ctx_.budget() - run.peak_bytes < need)
+          continue;
+        auto with = (changed ? left->shape : batch.shape) + ctx_.shape(i);
+        if (ctx_.runs_with(with, 0, run.recompute)) {
+          const auto joined_run = settle(with, run.recompute);
+          if (!joined_run || !joined_run->feasible) return std::nullopt;
+          return batch_change{b, std::move(with), *joined_run, count + 1};
+        }
+      }
+      if (!alone.feasible) return std::nullopt;
+      return batch_change{batches[r].size(), ctx_.shape(i), alone, 1};
+    };
+    const auto apply_leave = [&](std::size_t r, std::size_t i, const batch_change& c) {
+      auto& batch = batches[r][c.batch];
+      batch.samples.erase(std::find(batch.samples.begin(), batch.samples.end(), i));
+      batch.shape = c.shape;
+      batch.run = c.run;
+      items[r].erase(std::find(items[r].begin(), items[r].end(), i));
+    };
+    const auto apply_join = [&](std::size_t r, std::size_t i, const batch_change& c) {
+      if (c.batch == batches[r].size()) batches[r].push_back({{}, {}, {}});
+      auto& batch = batches[r][c.batch];
+      batch.samples.push_back(i);
+      batch.shape = c.shape;
+      batch.run = c.run;
+      batch_of[i] = static_cast<std::uint32_t>(c.batch);
+      items[r].push_back(i);
+    };
+    // A change of the two ranks' micro-batches (`apply`) that ends them at `late_end` and
+    // `early_end` is made if it strictly lowers the later of the two.
+    const auto accept = [&](std::size_t late, std::size_t early, double late_end, double early_end, auto&& apply) {
+      if (!(std::max(late_end, early_end) < end[late] * (1.0 - 1e-12))) return false;
+      apply();
+      end[late] = late_end;
+      end[early] = early_end;
+      return true;
+    };
+    constexpr std::size_t tries = 8;  // candidates evaluated per move or swap
     std::vector<std::size_t> candidates;
+    const auto try_move = [&](std::size_t late, std::size_t early, double gap) {
+      candidates.clear();
+      for (const auto i : items[late])
+        if (estimate_[i] < gap) candidates.push_back(i);
+      const auto closer = [&](std::size_t x, std::size_t y) {
+        const double ex = std::abs(estimate_[x] - 0.5 * gap);
+        const double ey = std::abs(estimate_[y] - 0.5 * gap);
+        if (ex != ey) return ex < ey;
+        return x < y;
+      };
+      const auto kept = std::min(candidates.size(), tries);
+      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(kept),
+                        candidates.end(), closer);
+      candidates.resize(kept);
+      for (const auto i : candidates) {
+        const auto left = leave(late, i);
+        if (!left) continue;
+        const auto joined = join(early, i, nullptr);
+        if (!joined) continue;
+        if (accept(late, early, end_with(late, {&*left}), end_with(early, {&*joined}), [&] {
+              apply_leave(late, i, *left);
+              apply_join(early, i, *joined);
+            }))
+          return true;
+      }
+      return false;
+    };
+    std::vector<std::pair<double, std::size_t>> shorter;  // the early rank's samples by estimate
+    std::vector<std::pair<std::size_t, std::size_t>> pairs;
+    const auto try_swap = [&](std::size_t late, std::size_t early, double gap) {
+      shorter.clear();
+      for (const auto y : items[early]) shorter.emplace_back(estimate_[y], y);
+      std::sort(shorter.begin(), shorter.end());
+      // For each sample x of the late rank, the early rank's samples nearest below and above
+      // estimate(x) - gap / 2 that still differ from it by more than 0 and less than the gap.
+      pairs.clear();
+      for (const auto x : items[late]) {
+        const double want = estimate_[x] - 0.5 * gap;
+        const auto at = std::lower_bound(shorter.begin(), shorter.end(), std::pair{want, std::size_t{0}});
+        for (auto it : {at, at == shorter.begin() ? shorter.end() : std::prev(at)})
+          if (it != shorter.end() && it->first < estimate_[x] && estimate_[x] - it->first < gap)
+            pairs.emplace_back(x, it->second);
+      }
+      const auto off = [&](const std::pair<std::size_t, std::size_t>& p) {
+        return std::abs(estimate_[p.first] - estimate_[p.second] - 0.5 * gap);
+      };
+      const auto kept = std::min(pairs.size(), tries);
+      std::partial_sort(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(kept), pairs.end(),
+                        [&](const auto& p, const auto& q) { return off(p) != off(q) ? off(p) < off(q) : p < q; });
+      pairs.resize(kept);
+      for (const auto& [x, y] : pairs) {
+        const auto x_left = leave(late, x);
+        const auto y_left = x_left ? leave(early, y) : std::nullopt;
+        if (!y_left) continue;
+        const auto y_joined = join(late, y, &*x_left);
+        const auto x_joined = y_joined ? join(early, x, &*y_left) : std::nullopt;
+        if (!x_joined) continue;
+        const double late_end = end_with(late, {&*x_left, &*y_joined});
+        if (accept(late, early, late_end, end_with(early, {&*y_left, &*x_joined}), [&] {
+              apply_leave(late, x, *x_left);
+              apply_leave(early, y, *y_left);
+              apply_join(late, y, *y_joined);
+              apply_join(early, x, *x_joined);
+            }))
+          return true;
+      }
+      return false;
+    };
+    constexpr std::size_t swap_partners = 4;
+    std::vector<std::size_t> by_end(gpus_);
+    std::iota(by_end.begin(), by_end.end(), std::size_t{0});
+    const std::size_t rounds = 4 * gpus_ + 64;
     for (std::size_t round = 0; round < rounds; ++round) {
       const auto late = static_cast<std::size_t>(std::max_element(end.begin(), end.end()) - end.begin());
       const auto early = static_cast<std::size_t>(std::min_element(end.begin(), end.end()) - end.begin());
       const double gap = end[late] - end[early];
       if (late == early || gap <= 1e-12 * end[late]) break;
-      // Candidates: samples whose estimate is below the gap, closest to half of it first.
-      candidates.clear();
-      for (std::size_t n = 0; n < items[late].size(); ++n)
-        if (estimate_[items[late][n]] < gap) candidates.push_back(n);
-      const auto closer = [&](std::size_t x, std::size_t y) {
-        const double ex = std::abs(estimate_[items[late][x]] - 0.5 * gap);
-        const double ey = std::abs(estimate_[items[late][y]] - 0.5 * gap);
-        if (ex != ey) return ex < ey;
-        return items[late][x] < items[late][y];
-      };
-      const auto kept = std::min<std::size_t>(candidates.size(), 8);
-      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(kept),
-                        candidates.end(), closer);
-      candidates.resize(kept);
-      bool moved = false;
-      for (auto n : candidates) {
-        const std::size_t i = items[late][n];
-        // Leaving: the rest of its micro-batch keeps its setting while that still fits and is
-        // the strategy's, else takes the strategy's setting for what is left.
-        const std::size_t from = batch_of[i];
-        const auto& left_batch = batches[late][from];
-        micro_batch_shape rest;
-        for (auto other : left_batch.samples)
-          if (other != i) rest += ctx_.shape(other);
-        degree_option rest_run{true, {}, 0.0, 0.0};
-        if (left_batch.samples.size() > 1) {
-          rest_run = ctx_.runs_with(rest, 0, left_batch.run.recompute)
-                         ? ctx_.run(rest, 0, left_batch.run.recompute)
-                         : ctx_.evaluate(rest, 0);
-          if (!rest_run.feasible) continue;
-        }
-        // Joining: first fit among the early rank's micro-batches of the same bucket.
-        const auto& alone = ctx_.alone(i, 0);
-        const double need = 0.999 * (alone.peak_bytes - ctx_.empty_bytes(0));
-        std::size_t to = batches[early].size();
-        degree_option to_run = alone;
-        micro_batch_shape joined = ctx_.shape(i);
-        for (std::size_t b = 0; b < batches[early].size(); ++b) {
-          const auto& batch = batches[early][b];
-          if (batch.samples.empty() || ctx_.bucket(batch.samples.front()) != ctx_.bucket(i) ||
-              ctx_.budget() - batch.run.peak_bytes < need)
-            continue;
-          const auto with = batch.shape + ctx_.shape(i);
-          if (ctx_.runs_with(with, 0, batch.run.recompute)) {
-            to = b;
-            joined = with;
-            to_run = ctx_.run(with, 0, batch.run.recompute);
-            break;
-          }
-        }
-        if (!to_run.feasible) continue;
-        const double from_end = end_with(late, from, rest_run.seconds);
-        const double to_end = end_with(early, to, to_run.seconds);
-        if (std::max(from_end, to_end) < end[late] * (1.0 - 1e-12)) {
-          auto& leaving = batches[late][from];
-          leaving.samples.erase(std::find(leaving.samples.begin(), leaving.samples.end(), i));
-          leaving.shape = rest;
-          leaving.run = rest_run;
-          if (to == batches[early].size()) batches[early].push_back({{}, {}, {}});
-          auto& joining = batches[early][to];
-          joining.samples.push_back(i);
-          joining.shape = joined;
-          joining.run = to_run;
-          batch_of[i] = static_cast<std::uint32_t>(to);
-          items[early].push_back(i);
-          items[late].erase(items[late].begin() + static_cast<std::ptrdiff_t>(n));
-          end[late] = from_end;
-          end[early] = to_end;
-          moved = true;
-          break;
-        }
-      }
-      if (!moved) break;
+      if (try_move(late, early, gap)) continue;
+      // A swap may need a partner that is not the earliest rank (whose samples can all be
+      // longer than the late rank's): the few earliest are tried, earliest first.
+      const auto partners = std::min(gpus_, swap_partners);
+      std::partial_sort(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), by_end.end(),
+                        [&](std::size_t x, std::size_t y) { return end[x] != end[y] ? end[x] < end[y] : x < y; });
+      if (std::none_of(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), [&](std::size_t q) {
+            return q != late && end[q] < end[late] && try_swap(late, q, end[late] - end[q]);
+          }))
+        break;
     }
     for (auto& rank : batches)
       rank.erase(std::remove_if(rank.begin(), rank.end(),
