@@ -126,6 +126,13 @@ public:
   [[nodiscard]] sequence_parallel style(std::size_t k, std::size_t j) const noexcept { return styles_[k][j].sp; }
   /// An empty micro-batch's time at degree index k in its default style (the first).
   [[nodiscard]] double empty_seconds(std::size_t k) const noexcept { return styles_[k].front().empty_seconds; }
+  /// The least fixed part (cost_model requirement 5) of a micro-step at degree index k without
+  /// recomputation, over the styles it may run.
+  [[nodiscard]] double least_fixed_seconds(std::size_t k) const noexcept {
+    double least = styles_[k].front().fixed_seconds;
+    for (const auto& s : styles_[k]) least = std::min(least, s.fixed_seconds);
+    return least;
+  }
 
   /// A floor on the time sample i, run as degree_option `o` at degree index k, adds to any
   /// micro-batch: the cost model's `marginal_seconds` when it has one, otherwise its seconds

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,9 +22,15 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 namespace detail {
 
-/// The static layout at degree index k, or nullopt if some sample cannot run at that degree.
+/// The static layout at degree index k, or nullopt if some sample cannot run at that degree or
+/// if, once its samples are assigned to groups, a floor under a group's time reaches `beat`: its
+/// samples' marginal times plus, for a cost model with `memory_by_tokens` (under which an empty
+/// micro-step is fastest without recomputation, as the bound assumes: plan/lower_bound.hpp), the
+/// fixed part of the one micro-step it runs at least. The floor skips packing a layout that
+/// could not be returned anyway.
 template <class Context>
-[[nodiscard]] std::optional<placement> static_layout(const Context& ctx, std::size_t k) {
+[[nodiscard]] std::optional<placement> static_layout(const Context& ctx, std::size_t k,
+                                                     double beat = std::numeric_limits<double>::infinity()) {
   const std::int64_t d = ctx.degree(k);
   const auto groups = static_cast<std::size_t>(ctx.gpus() / d);
   std::vector<std::pair<double, std::size_t>> items;
@@ -34,6 +41,16 @@ template <class Context>
     items.emplace_back(ctx.packed_estimate(i, k, alone), i);
   }
   auto assigned = lpt_assign(std::move(items), std::vector<double>(groups, 0.0));
+  if (beat < std::numeric_limits<double>::infinity()) {
+    using model_t = std::remove_cvref_t<decltype(ctx.problem().cost)>;
+    const double fixed = memory_by_tokens<model_t> ? std::max(0.0, ctx.least_fixed_seconds(k)) : 0.0;
+    for (const auto& group : assigned) {
+      if (group.empty()) continue;
+      double floor = fixed;
+      for (const auto i : group) floor += ctx.marginal_seconds(i, ctx.alone(i, k), k);
+      if (floor >= beat) return std::nullopt;
+    }
+  }
   placement out;
   out.policy = "static(degree " + std::to_string(d) + ")";
   auto packed = pack_groups_to_budget(ctx, assigned, k);
@@ -78,7 +95,7 @@ template <class Context>
     if (searched && !searched(k)) continue;
     const double bound = best ? best->makespan_seconds : beat;
     if (!static_may_beat(ctx, k, bound)) continue;
-    auto candidate = static_layout(ctx, k);
+    auto candidate = static_layout(ctx, k, bound);
     if (candidate && candidate->makespan_seconds < bound) best = std::move(candidate);
   }
   return best;
