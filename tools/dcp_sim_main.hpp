@@ -160,15 +160,22 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
     all.push_back(evaluation::wlb_llm_with_outlier_delay(*cost, context));
   }
   if (wanted.empty()) return all;
+  // A chosen policy keeps the noise seed its place in the full list gives it, so a run of a few
+  // policies reproduces their rows of the full run; one named again gets a seed of its own (a
+  // second draw of the noise).
   std::vector<evaluation::policy_entry> chosen;
+  std::vector<std::string> named;
   for (const auto& name : wanted) {
     if (skipped && std::any_of(skipped->begin(), skipped->end(),
                                [&](const std::string& s) { return s.starts_with(name + ": "); }))
       continue;
+    const bool again = std::find(named.begin(), named.end(), name) != named.end();
+    named.push_back(name);
     bool found = false;
-    for (const auto& p : all)
-      if (p.name == name) {
-        chosen.push_back(p);
+    for (std::size_t n = 0; n < all.size(); ++n)
+      if (all[n].name == name) {
+        chosen.push_back(all[n]);
+        chosen.back().noise_index = again ? all.size() + chosen.size() : n;
         found = true;
       }
     if (!found) throw usage_error("--policies: unknown policy '" + name + "'");

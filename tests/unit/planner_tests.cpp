@@ -379,10 +379,10 @@ TEST_CASE("Planner.StaticSearch.the_group_floor_never_skips_a_layout_that_beats_
     const placement_context<analytic_cost_model, selective_pyramid_recompute> ctx(problem);
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
       CAPTURE(ctx.degree(k));
-      const auto full = detail::static_layout(ctx, k);
+      const auto full = dcp::detail::static_layout(ctx, k);
       if (!full) continue;
       ++built;
-      CHECK(detail::static_layout(ctx, k, full->makespan_seconds * (1 + 1e-12)).has_value());
+      CHECK(dcp::detail::static_layout(ctx, k, full->makespan_seconds * (1 + 1e-12)).has_value());
     }
   }
   CHECK(built >= 12);

@@ -416,3 +416,33 @@ TEST_CASE("Finding.11_tools.summary_tables_size_columns_to_content") {
     CHECK(cells_of(line).size() == 4);
   }
 }
+
+TEST_CASE("Tools.Sim.a_run_of_a_few_policies_reproduces_their_rows_of_the_full_run") {
+  // Each policy's simulated noise mixes in its place in the full list, so `--policies` picks rows
+  // of the full run rather than drawing new noise; a policy named twice gets a second draw.
+  const std::vector<std::string_view> args{"--model", "llama3-8b", "--workload", "wikipedia", "--nodes", "1",
+                                           "--tokens", "250000", "--steps", "2"};
+  const auto options = dcp::tool::parse_sim_arguments(args);
+  const auto scenarios = dcp::tool::sim_detail::make_scenarios(options);
+  REQUIRE(!scenarios.empty());
+  const auto& sc = scenarios.front();
+  const auto full = dcp::evaluation::run(sc, dcp::tool::sim_detail::make_policies(sc, {}));
+  const auto few =
+      dcp::evaluation::run(sc, dcp::tool::sim_detail::make_policies(sc, {"flexsp", "dcp-calibrated", "dcp", "flexsp"}));
+  const auto row = [&](const std::string& name) {
+    for (const auto& p : full.policies)
+      if (p.name == name) return p;
+    FAIL("no row " << name);
+    return full.policies.front();
+  };
+  REQUIRE(few.policies.size() == 4);
+  for (std::size_t k = 0; k < 3; ++k) {
+    const auto& p = few.policies[k];
+    CAPTURE(p.name);
+    CHECK(p.tokens_per_s == row(p.name).tokens_per_s);
+    CHECK(p.noise_free_tokens_per_s == row(p.name).noise_free_tokens_per_s);
+  }
+  // The second flexsp: the same plans, other noise.
+  CHECK(few.policies[3].noise_free_tokens_per_s == few.policies[0].noise_free_tokens_per_s);
+  CHECK(few.policies[3].tokens_per_s != few.policies[0].tokens_per_s);
+}

@@ -488,7 +488,9 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   for (std::size_t k = 0; k < adaptive.size(); ++k) {
     const auto& name = adaptive[k].name;
     const bool ours = chooses_style(name);
-    if (ours) result.policies.push_back(fresh(run_one(sc, adaptive[k], k)));
+    // The noise index the policy carries (its place in a full list it was picked from), else k.
+    const std::size_t noise = adaptive[k].noise_index.value_or(k);
+    if (ours) result.policies.push_back(fresh(run_one(sc, adaptive[k], noise)));
     if (ours && name != "dcp") continue;
     // The fixed styles: every other policy, and ours as dcp-fixed-style.
     std::optional<policy_result> best;
@@ -527,7 +529,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       scenario s = sc;
       s.training.sp = fixed[j];
       try {
-        consider(style, run_one(s, *it, k));
+        consider(style, run_one(s, *it, noise));
       } catch (const sample_does_not_fit&) {
         note(style, ": a sample fits nowhere");
       } catch (const dcp::error& e) {
