@@ -417,8 +417,7 @@ private:
     std::vector<std::size_t> order;
     for (std::size_t j = 0; j < longs_.size(); ++j) {
       if (ctx_.degree(choice[j]) > 1) order.push_back(j);
-      else a.singles.emplace_back(ctx_.packed_estimate(longs_[j].sample, 0, longs_[j].menu[0]),
-                                  longs_[j].sample);
+      else a.singles.emplace_back(estimate_[longs_[j].sample], longs_[j].sample);  // menu[0] is alone(i, 0)
     }
     std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       const auto dx = ctx_.degree(choice[x]);

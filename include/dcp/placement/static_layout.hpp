@@ -22,12 +22,21 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 namespace detail {
 
+/// What every micro-step at degree index k takes beyond its samples' marginal times, at least:
+/// the least fixed part of its styles without recomputation for a cost model with
+/// `memory_by_tokens` (under which an empty micro-step is fastest without recomputation, as the
+/// bound assumes: plan/lower_bound.hpp), else 0.
+template <class Context>
+[[nodiscard]] double static_fixed_floor(const Context& ctx, std::size_t k) {
+  using model_t = std::remove_cvref_t<decltype(ctx.problem().cost)>;
+  if constexpr (memory_by_tokens<model_t>) return std::max(0.0, ctx.least_fixed_seconds(k));
+  return 0.0;
+}
+
 /// The static layout at degree index k, or nullopt if some sample cannot run at that degree or
 /// if, once its samples are assigned to groups, a floor under a group's time reaches `beat`: its
-/// samples' marginal times plus, for a cost model with `memory_by_tokens` (under which an empty
-/// micro-step is fastest without recomputation, as the bound assumes: plan/lower_bound.hpp), the
-/// fixed part of the one micro-step it runs at least. The floor skips packing a layout that
-/// could not be returned anyway.
+/// samples' marginal times plus the fixed floor of the one micro-step it runs at least
+/// (static_fixed_floor). The floor skips packing a layout that could not be returned anyway.
 template <class Context>
 [[nodiscard]] std::optional<placement> static_layout(const Context& ctx, std::size_t k,
                                                      double beat = std::numeric_limits<double>::infinity()) {
@@ -42,8 +51,7 @@ template <class Context>
   }
   auto assigned = lpt_assign(std::move(items), std::vector<double>(groups, 0.0));
   if (beat < std::numeric_limits<double>::infinity()) {
-    using model_t = std::remove_cvref_t<decltype(ctx.problem().cost)>;
-    const double fixed = memory_by_tokens<model_t> ? std::max(0.0, ctx.least_fixed_seconds(k)) : 0.0;
+    const double fixed = static_fixed_floor(ctx, k);
     for (const auto& group : assigned) {
       if (group.empty()) continue;
       double floor = fixed;
@@ -66,13 +74,14 @@ template <class Context>
 }
 
 /// Whether the static layout at degree index k could beat `bound`: false as soon as a floor
-/// under it (work spread evenly over its groups, or its longest sample) reaches the bound, or
-/// when some sample cannot run at that degree. Samples come longest first, so hopeless degrees
-/// are rejected after a few of them.
+/// under it (its longest sample, or work spread evenly over its groups plus one micro-step's
+/// fixed floor: the busiest group takes at least the mean of the groups that run anything, each
+/// of which runs a micro-step) reaches the bound, or when some sample cannot run at that degree.
+/// Samples come longest first, so hopeless degrees are rejected after a few of them.
 template <class Context>
 [[nodiscard]] bool static_may_beat(const Context& ctx, std::size_t k, double bound) {
   const auto groups = static_cast<double>(ctx.gpus() / ctx.degree(k));
-  double work = 0;
+  double work = ctx.size() > 0 ? groups * static_fixed_floor(ctx, k) : 0.0;
   for (std::size_t i = 0; i < ctx.size(); ++i) {
     const auto& alone = ctx.alone(i, k);
     if (!alone.feasible || alone.seconds >= bound) return false;
