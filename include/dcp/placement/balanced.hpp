@@ -776,10 +776,13 @@ private:
     // the strategy's lightest where that fits now, else the one it had while that still fits
     // and is the strategy's; nullopt when neither does.
     const auto& lightest = ctx_.packing_setting(0).lightest;
-    const auto settle = [&](const micro_batch_shape& shape,
-                            const recompute_setting& had) -> std::optional<degree_option> {
-      if (had != lightest && ctx_.runs_with(shape, 0, lightest)) return ctx_.run(shape, 0, lightest);
-      if (ctx_.runs_with(shape, 0, had)) return ctx_.run(shape, 0, had);
+    // `had_bytes`: what runs_with() gave for `had`, if the caller has asked already.
+    const auto settle = [&](const micro_batch_shape& shape, const recompute_setting& had,
+                            std::optional<double> had_bytes = std::nullopt) -> std::optional<degree_option> {
+      if (had != lightest)
+        if (const auto bytes = ctx_.runs_with(shape, 0, lightest)) return ctx_.run_fitting(shape, 0, lightest, *bytes);
+      if (!had_bytes) had_bytes = ctx_.runs_with(shape, 0, had);
+      if (had_bytes) return ctx_.run_fitting(shape, 0, had, *had_bytes);
       return std::nullopt;
     };
     // Sample i leaving rank r: the rest of its micro-batch settles (above), else takes the
@@ -813,8 +816,8 @@ private:
             ctx_.budget() - run.peak_bytes < need)
           continue;
         auto with = (changed ? left->shape : batch.shape) + ctx_.shape(i);
-        if (ctx_.runs_with(with, 0, run.recompute)) {
-          const auto joined_run = settle(with, run.recompute);
+        if (const auto bytes = ctx_.runs_with(with, 0, run.recompute)) {
+          const auto joined_run = settle(with, run.recompute, bytes);
           if (!joined_run || !joined_run->feasible) return std::nullopt;
           return batch_change{b, std::move(with), *joined_run, count + 1};
         }

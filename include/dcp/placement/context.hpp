@@ -245,6 +245,17 @@ public:
   degree_option run(const micro_batch_shape& shape, std::size_t k, recompute_setting setting) const {
     return run(shape, k, setting, styles_[k].front().sp);
   }
+  /// run() for a shape whose peak `bytes` runs_with() has just returned at the same degree,
+  /// setting and style: the same option without a second memory evaluation.
+  [[nodiscard]] degree_option run_fitting(const micro_batch_shape& shape, std::size_t k, recompute_setting setting,
+                                          sequence_parallel sp, double bytes) const {
+    return {true, setting, problem_.cost.seconds(shape, config(k, setting, sp)), bytes, sp};
+  }
+  /// run_fitting() in the default style at degree index k.
+  [[nodiscard]] degree_option run_fitting(const micro_batch_shape& shape, std::size_t k, recompute_setting setting,
+                                          double bytes) const {
+    return run_fitting(shape, k, setting, styles_[k].front().sp, bytes);
+  }
 
   /// The recompute strategy's setting for this shape at degree index k in style `sp`, with its
   /// time and bytes.
@@ -458,6 +469,7 @@ public:
       const auto joined = batch.shape + ctx_.shape(i);
       if (const auto bytes = ctx_.runs_with(joined, k_, batch.run.recompute, batch.run.sp)) {
         batch.shape = joined;
+        batch.run.peak_bytes = *bytes;  // its time is taken once, in finish()
         open_.set(o, room(ctx_.budget() - *bytes));
         joined_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(o)});
         ++sizes_[o];
@@ -470,8 +482,9 @@ public:
     // A short sample opens its micro-batch at the degree's dense packing setting, if asked.
     auto run = alone;
     const auto opening = dense_ ? ctx_.opening_setting(k_, alone) : alone.recompute;
-    if (opening != alone.recompute && ctx_.runs_with(ctx_.shape(i), k_, opening, alone.sp))
-      run = ctx_.run(ctx_.shape(i), k_, opening, alone.sp);
+    if (opening != alone.recompute)
+      if (const auto bytes = ctx_.runs_with(ctx_.shape(i), k_, opening, alone.sp))
+        run = ctx_.run_fitting(ctx_.shape(i), k_, opening, alone.sp, *bytes);
     batches_.push_back({{}, ctx_.shape(i), run});
     open_.push(room(ctx_.budget() - run.peak_bytes));
     own_.push_back(alone.recompute);
@@ -484,9 +497,12 @@ public:
     for (const auto& [i, b] : joined_) batches_[b].samples.push_back(i);
     for (std::size_t b = 0; b < batches_.size(); ++b) {
       auto& batch = batches_[b];
-      if (batch.run.recompute != own_[b] && ctx_.runs_with(batch.shape, k_, own_[b], batch.run.sp))
-        batch.run = ctx_.run(batch.shape, k_, own_[b], batch.run.sp);
-      else if (batch.samples.size() > 1) batch.run = ctx_.run(batch.shape, k_, batch.run.recompute, batch.run.sp);
+      const auto own_bytes =
+          batch.run.recompute != own_[b] ? ctx_.runs_with(batch.shape, k_, own_[b], batch.run.sp) : std::nullopt;
+      if (own_bytes)
+        batch.run = ctx_.run_fitting(batch.shape, k_, own_[b], batch.run.sp, *own_bytes);
+      else if (batch.samples.size() > 1)
+        batch.run = ctx_.run_fitting(batch.shape, k_, batch.run.recompute, batch.run.sp, batch.run.peak_bytes);
     }
     return std::move(batches_);
   }
