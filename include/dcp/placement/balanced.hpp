@@ -902,7 +902,9 @@ private:
       std::partial_sort(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(kept), pairs.end(),
                         [&](const auto& p, const auto& q) { return off(p) != off(q) ? off(p) < off(q) : p < q; });
       pairs.resize(kept);
-      for (const auto& [x, y] : pairs) {
+      for (const auto& pair : pairs) {
+        const std::size_t x = pair.first;  // not a structured binding: the lambda below captures it
+        const std::size_t y = pair.second;
         const auto x_left = leave(late, x);
         const auto y_left = x_left ? leave(early, y) : std::nullopt;
         if (!y_left) continue;
