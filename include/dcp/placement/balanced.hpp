@@ -816,11 +816,9 @@ private:
             ctx_.budget() - run.peak_bytes < need)
           continue;
         auto with = (changed ? left->shape : batch.shape) + ctx_.shape(i);
-        if (const auto bytes = ctx_.runs_with(with, 0, run.recompute)) {
-          const auto joined_run = settle(with, run.recompute, bytes);
-          if (!joined_run || !joined_run->feasible) return std::nullopt;
-          return batch_change{b, std::move(with), *joined_run, count + 1};
-        }
+        // With the bytes for its own setting given, settle() always has an answer.
+        if (const auto bytes = ctx_.runs_with(with, 0, run.recompute))
+          return batch_change{b, std::move(with), *settle(with, run.recompute, bytes), count + 1};
       }
       if (!alone.feasible) return std::nullopt;
       return batch_change{batches[r].size(), ctx_.shape(i), alone, 1};
