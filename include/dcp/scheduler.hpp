@@ -121,6 +121,7 @@ public:
       m.sequence = static_cast<std::int64_t>(n);
       m.first_rank = placed_step.first_rank;
       m.config = placed_step.config;
+      m.sample_ids.reserve(placed_step.samples.size());
       for (auto i : placed_step.samples) {
         m.sample_ids.push_back(samples[i].id);
         m.tokens += samples[i].tokens;

@@ -24,6 +24,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -394,7 +395,8 @@ private:
   struct block_assignment {
     std::vector<double> free;                       // per rank, after the multi-GPU samples
     struct block {
-      std::vector<std::size_t> items;  // indices into longs_, run together as one micro-batch
+      std::size_t first_item;          // its items: members[first_item, first_item + items)
+      std::size_t items;
       std::vector<std::size_t> beside{};  // short samples in the same micro-batch (fill_blocks)
       std::size_t k;                   // degree index
       std::int64_t first_rank;
@@ -402,6 +404,12 @@ private:
       degree_option run;
     };
     std::vector<block> multi;  // in the order they run
+    // Indices into longs_, block after block: each block's run together as one micro-batch
+    // (one list for all rather than one per block, which would cost an allocation per sample).
+    std::vector<std::size_t> members;
+    [[nodiscard]] std::span<const std::size_t> items_of(const block& b) const noexcept {
+      return {members.data() + b.first_item, b.items};
+    }
     bool packed = false;       // some block runs several samples in one micro-batch
     std::vector<std::pair<double, std::size_t>> singles;      // (estimate, sample)
   };
@@ -415,6 +423,8 @@ private:
     block_assignment a;
     a.free.assign(gpus_, 0.0);
     std::vector<std::size_t> order;
+    order.reserve(longs_.size());
+    a.singles.reserve(longs_.size());
     for (std::size_t j = 0; j < longs_.size(); ++j) {
       if (ctx_.degree(choice[j]) > 1) order.push_back(j);
       else a.singles.emplace_back(estimate_[longs_[j].sample], longs_[j].sample);  // menu[0] is alone(i, 0)
@@ -428,6 +438,13 @@ private:
       if (tx != ty) return tx > ty;
       return longs_[x].sample < longs_[y].sample;
     });
+    a.multi.reserve(order.size());
+    a.members.reserve(order.size());
+    // Per degree: each block's load and its time with one micro-step per sample; each sample's
+    // block; the samples by block (on block b: placed[begin[b], begin[b + 1]), longest first).
+    // Declared once, so the buffers are reused from degree to degree.
+    std::vector<double> load, apart;
+    std::vector<std::size_t> block_of, begin, placed, next;
     for (std::size_t from = 0; from < order.size();) {
       const auto k = choice[order[from]];
       const auto d = ctx_.degree(k);
@@ -436,45 +453,52 @@ private:
       // Longest first onto the aligned block that frees first (ranks of an aligned block free
       // together: larger degrees came first on the buddy order).
       const auto blocks = static_cast<std::size_t>(ctx_.gpus() / d);
-      std::vector<double> load(blocks);
+      load.resize(blocks);
       for (std::size_t b = 0; b < blocks; ++b) load[b] = a.free[b * static_cast<std::size_t>(d)];
-      std::vector<double> apart(blocks, 0.0);  // one micro-step per sample
-      std::vector<std::vector<std::size_t>> on(blocks);
+      apart.assign(blocks, 0.0);
+      block_of.resize(to - from);
+      begin.assign(blocks + 1, 0);
       for (std::size_t n = from; n < to; ++n) {
         const auto b = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
         const auto& item = longs_[order[n]];
-        on[b].push_back(order[n]);
+        block_of[n - from] = b;
+        ++begin[b + 1];
         load[b] += share && to - from > blocks ? ctx_.packed_estimate(item.sample, k, item.menu[k]) : item.menu[k].seconds;
         apart[b] += item.menu[k].seconds;
       }
+      std::partial_sum(begin.begin(), begin.end(), begin.begin());
+      placed.resize(to - from);
+      next = begin;
+      for (std::size_t n = from; n < to; ++n) placed[next[block_of[n - from]]++] = order[n];
       for (std::size_t b = 0; b < blocks; ++b) {
-        if (on[b].empty()) continue;
+        const std::span<const std::size_t> on_b(placed.data() + begin[b], begin[b + 1] - begin[b]);
+        if (on_b.empty()) continue;
         const auto first = static_cast<std::int64_t>(b) * d;
         double t = a.free[static_cast<std::size_t>(first)];
         const auto one_each = [&] {
-          for (const auto j : on[b]) {
-            a.multi.push_back({{j}, {}, k, first, t, longs_[j].menu[k]});
+          for (const auto j : on_b) {
+            a.multi.push_back({a.members.size(), 1, {}, k, first, t, longs_[j].menu[k]});
+            a.members.push_back(j);
             t += longs_[j].menu[k].seconds;
           }
         };
-        if (on[b].size() == 1 || !share) {
+        if (on_b.size() == 1 || !share) {
           one_each();
         } else {
           std::vector<std::pair<std::size_t, std::size_t>> item_of;  // (sample, longs_ index)
           std::vector<std::size_t> samples;
-          for (const auto j : on[b]) {
+          for (const auto j : on_b) {
             item_of.emplace_back(longs_[j].sample, j);
             samples.push_back(longs_[j].sample);
           }
           std::sort(item_of.begin(), item_of.end());
           auto packed = pack_to_budget(ctx_, std::move(samples), k);
-          if (packed.size() < on[b].size() && total_seconds(packed) < apart[b]) {
+          if (packed.size() < on_b.size() && total_seconds(packed) < apart[b]) {
             a.packed = true;
             for (const auto& batch : packed) {
-              std::vector<std::size_t> items;
+              a.multi.push_back({a.members.size(), batch.samples.size(), {}, k, first, t, batch.run});
               for (const auto i : batch.samples)
-                items.push_back(std::lower_bound(item_of.begin(), item_of.end(), std::pair{i, std::size_t{0}})->second);
-              a.multi.push_back({std::move(items), {}, k, first, t, batch.run});
+                a.members.push_back(std::lower_bound(item_of.begin(), item_of.end(), std::pair{i, std::size_t{0}})->second);
               t += batch.run.seconds;
             }
           } else {
@@ -527,7 +551,8 @@ private:
   // GPU-seconds than the crossing group.
   [[nodiscard]] bool needless_crossing(const block_assignment& a, double makespan) const {
     return std::any_of(a.multi.begin(), a.multi.end(), [&](const auto& b) {
-      return ctx_.crosses_nodes(b.k) && std::any_of(b.items.begin(), b.items.end(), [&](std::size_t j) {
+      const auto items = a.items_of(b);
+      return ctx_.crosses_nodes(b.k) && std::any_of(items.begin(), items.end(), [&](std::size_t j) {
                return !crossing_saves_work(longs_[j], b.k) && b.start + longs_[j].fastest_intra <= makespan;
              });
     });
@@ -575,7 +600,7 @@ private:
       placed_micro_step step;
       step.first_rank = block.first_rank;
       step.config = ctx_.config_of(block.k, block.run);
-      for (const auto j : block.items) step.samples.push_back(longs_[j].sample);
+      for (const auto j : a.items_of(block)) step.samples.push_back(longs_[j].sample);
       step.samples.insert(step.samples.end(), block.beside.begin(), block.beside.end());
       step.start_seconds = free[static_cast<std::size_t>(block.first_rank)];
       step.seconds = block.run.seconds;
@@ -622,8 +647,8 @@ private:
       double headroom = static_cast<double>(d) * (average - latest);
       if (headroom <= 0) continue;
       micro_batch_shape shape;
-      for (const auto j : block.items) shape += ctx_.shape(longs_[j].sample);
-      const auto bucket = ctx_.bucket(longs_[block.items.front()].sample);
+      for (const auto j : a.items_of(block)) shape += ctx_.shape(longs_[j].sample);
+      const auto bucket = ctx_.bucket(longs_[a.members[block.first_item]].sample);
       // Singles come longest first: the first at or after `from` that the headroom holds, by
       // binary search (as the headroom shrinks, the ones it no longer holds are skipped at once).
       const auto held_from = [&](std::size_t from) {

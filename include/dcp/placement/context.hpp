@@ -472,13 +472,12 @@ public:
         batch.run.peak_bytes = *bytes;  // its time is taken once, in finish()
         open_.set(o, room(ctx_.budget() - *bytes));
         joined_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(o)});
-        ++sizes_[o];
+        ++made_[o].size;
         return;
       }
     }
     if (!alone.feasible) ctx_.throw_does_not_fit(i);
     joined_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(batches_.size())});
-    sizes_.push_back(1);
     // A short sample opens its micro-batch at the degree's dense packing setting, if asked.
     auto run = alone;
     const auto opening = dense_ ? ctx_.opening_setting(k_, alone) : alone.recompute;
@@ -487,20 +486,20 @@ public:
         run = ctx_.run_fitting(ctx_.shape(i), k_, opening, alone.sp, *bytes);
     batches_.push_back({{}, ctx_.shape(i), run});
     open_.push(room(ctx_.budget() - run.peak_bytes));
-    own_.push_back(alone.recompute);
+    made_.push_back({1, alone.recompute});
   }
 
   /// The micro-batches, each timed as a whole, their samples in the order they joined; one
   /// opened at the dense packing setting that fits its first sample's own setting gets that.
   [[nodiscard]] std::vector<packed_batch> finish() && {
-    for (std::size_t b = 0; b < batches_.size(); ++b) batches_[b].samples.reserve(sizes_[b]);
+    for (std::size_t b = 0; b < batches_.size(); ++b) batches_[b].samples.reserve(made_[b].size);
     for (const auto& [i, b] : joined_) batches_[b].samples.push_back(i);
     for (std::size_t b = 0; b < batches_.size(); ++b) {
       auto& batch = batches_[b];
       const auto own_bytes =
-          batch.run.recompute != own_[b] ? ctx_.runs_with(batch.shape, k_, own_[b], batch.run.sp) : std::nullopt;
+          batch.run.recompute != made_[b].own ? ctx_.runs_with(batch.shape, k_, made_[b].own, batch.run.sp) : std::nullopt;
       if (own_bytes)
-        batch.run = ctx_.run_fitting(batch.shape, k_, own_[b], batch.run.sp, *own_bytes);
+        batch.run = ctx_.run_fitting(batch.shape, k_, made_[b].own, batch.run.sp, *own_bytes);
       else if (batch.samples.size() > 1)
         batch.run = ctx_.run_fitting(batch.shape, k_, batch.run.recompute, batch.run.sp, batch.run.peak_bytes);
     }
@@ -527,8 +526,11 @@ private:
     std::uint32_t batch;
   };
   std::vector<join_record> joined_{};
-  std::vector<std::uint32_t> sizes_{};
-  std::vector<recompute_setting> own_{};  // per micro-batch, its first sample's own setting
+  struct made {
+    std::uint32_t size;     // samples that joined
+    recompute_setting own;  // its first sample's own setting
+  };
+  std::vector<made> made_{};  // per micro-batch
   first_fit_index open_{};  // free bytes per micro-batch, -inf once closed
   std::size_t bucket_begin_ = 0;  // first micro-batch of the current bucket
   std::int32_t bucket_ = 0;
