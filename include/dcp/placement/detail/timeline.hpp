@@ -41,20 +41,16 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
     return assigned;
   }
   for (auto& slot_items : assigned) slot_items.reserve(items.size() / n + 1);  // an even share
-  // (load, slot) pairs are distinct, so the least is unique and the order is total. (Spelled
-  // out: std::pair's synthesized three-way comparison costs about a third of the loop.)
-  const auto less = [](const slot& a, const slot& b) {
-    return a.first < b.first || (a.first == b.first && a.second < b.second);
-  };
   for (const auto& [estimate, item] : items) {
     assigned[heap.front().second].push_back(item);
+    // (load, slot) pairs are distinct, so the least is unique and the order is total.
     const slot raised{heap.front().first + estimate, heap.front().second};
     std::size_t at = 0;
     for (;;) {
       std::size_t child = 2 * at + 1;
       if (child >= n) break;
-      if (child + 1 < n && less(heap[child + 1], heap[child])) ++child;
-      if (!less(heap[child], raised)) break;
+      if (child + 1 < n && heap[child + 1] < heap[child]) ++child;
+      if (!(heap[child] < raised)) break;
       heap[at] = heap[child];
       at = child;
     }
