@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cmath>
+#include <cstdint>
 #include <tuple>
 
 #include "dcp/dcp.hpp"
@@ -524,4 +526,32 @@ TEST_CASE("Cost.Analytic.attention_efficiency_saturates_with_the_rows_a_kernel_r
     CHECK(share < previous_share);
     previous_share = share;
   }
+}
+
+TEST_CASE("Cost.Memory.ceil_whole_is_std_ceil") {
+  // The activation accounting rounds tokens per GPU up with detail::ceil_whole instead of
+  // std::ceil: it must agree on every double, whole or not, small or beyond 2^52.
+  const std::array<double, 16> xs{0.0,         0.25,         1.0,        1.5,
+                                  -0.5,        -1.0,         -2.75,      1e9 / 3.0,
+                                  0x1p52 - 0.5, 0x1p52,      0x1p52 + 2, 0x1p63,
+                                  1e300,       -1e300,       4.9e-324,   1.0 - 0x1p-53};
+  for (const double x : xs) {
+    CAPTURE(x);
+    CHECK(detail::ceil_whole(x) == std::ceil(x));
+  }
+  for (std::int64_t tokens = 1; tokens < 3000; tokens += 7)
+    for (const double d : {1.0, 2.0, 8.0, 64.0, 1024.0})
+      CHECK(detail::ceil_whole(static_cast<double>(tokens) / d) == std::ceil(static_cast<double>(tokens) / d));
+}
+
+TEST_CASE("Cost.Memory.a_group_holds_its_tokens_rounded_up_per_gpu") {
+  // 1,001 tokens over 8 GPUs: each holds 126 (the busiest GPU), so the bytes are those of
+  // 1,008 tokens, not of 1,001.
+  const analytic_cost_model m(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), training_spec{});
+  const execution_config c{8, sequence_parallel::ulysses, recompute_setting::none()};
+  const auto bytes = [&](std::int64_t tokens) {
+    return m.activation_bytes(micro_batch_shape{1, tokens, tokens, 0.0}, c);
+  };
+  CHECK(bytes(1001) == bytes(1008));
+  CHECK(bytes(1001) > bytes(1000));
 }

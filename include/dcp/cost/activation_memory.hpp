@@ -54,44 +54,82 @@ struct logits_memory {
   double bytes_per_entry = 6;        ///< BF16 logits + FP32 upcast
 };
 
+/// std::ceil(x) in a few instructions where the target has no rounding instruction (x86-64
+/// before SSE4.1 expands std::ceil to some twenty): exact for every double, since one of
+/// magnitude 2^52 or more is already whole.
+[[nodiscard]] constexpr double ceil_whole(double x) noexcept {
+  if (!(x < 0x1p52 && x > -0x1p52)) return x;  // already whole, or NaN
+  const double t = static_cast<double>(static_cast<std::int64_t>(x));  // toward zero
+  return t < x ? t + 1.0 : t;
+}
+
 /// Activations, FlashAttention backward transients, logits, sequence-parallel buffers and, for
-/// a DiT, the caption's saved tensors on one GPU of a group running `s` with config `c` (§4.2,
-/// §4.3).
+/// a DiT, the caption's saved tensors on one GPU of a group (§4.2, §4.3). What depends only on
+/// the model and the loss is worked out once: the planner asks for a micro-batch's bytes tens
+/// of thousands of times per plan.
+class activation_footprint {
+public:
+  activation_footprint() = default;
+  activation_footprint(const model_spec& model, const logits_memory& logits) noexcept
+      : h_(static_cast<double>(model.hidden)),
+        h_kv_(static_cast<double>(model.kv_hidden())),
+        full_(static_cast<double>(activation_bytes_per_token_layer(model))),
+        kept_selective_(full_ - static_cast<double>(bytes_saved_by_selective(model))),
+        flash_(4.0 * h_ + 2.0 * (h_ + 2.0 * h_kv_)),
+        a2a_(h_ + 2.0 * h_kv_),
+        vocab_(static_cast<double>(model.vocab)),
+        logits_(logits),
+        layers_(model.layers),
+        caption_(model) {}
+
+  /// Bytes on one GPU of a group running `s` with config `c`.
+  [[nodiscard]] double operator()(const micro_batch_shape& s, const execution_config& c) const noexcept {
+    const double d = static_cast<double>(c.degree);
+    const double n = ceil_whole(static_cast<double>(s.tokens) / d);  // tokens held by one GPU
+    const double kept = c.recompute.selective ? kept_selective_ : full_;
+    const double recomputed = static_cast<double>(c.recompute.layers);
+    const double stored_layers = static_cast<double>(layers_) - recomputed;
+    // Kept activations, checkpointed inputs (2h per token) of recomputed layers, and one layer's
+    // full working set while it is recomputed.
+    double bytes = n * (stored_layers * kept + recomputed * 2.0 * h_);
+    if (c.recompute.layers > 0) bytes += n * full_;
+    // FlashAttention backward transient: FP32 dQ accumulator + BF16 dQ, dK, dV.
+    bytes += n * flash_;
+    if (vocab_ > 0) {
+      const double logit_tokens =
+          logits_.chunked ? std::min(n, static_cast<double>(logits_.chunk_tokens)) : n;
+      bytes += logit_tokens * vocab_ * logits_.bytes_per_entry;
+    }
+    // Communication buffers: two all-to-all tensors (Ulysses), two KV chunks (ring; a hybrid's
+    // chunk of s/r tokens of h_kv/u is as large as a ring's), a hybrid both.
+    if (c.degree > 1) {
+      if (c.sp != sequence_parallel::ring) bytes += 2.0 * n * a2a_ * 2.0;
+      if (c.sp != sequence_parallel::ulysses) bytes += 2.0 * n * 2.0 * h_kv_ * 2.0;
+    }
+    // The caption's embedding and K/V, whole on every GPU of the group (caption_work.hpp).
+    if (caption_.present())
+      bytes += static_cast<double>(s.samples) * caption_.bytes_per_sample(c.recompute.layers);
+    return bytes;
+  }
+
+private:
+  double h_ = 0, h_kv_ = 0;
+  double full_ = 0;            // bytes per token per kept layer
+  double kept_selective_ = 0;  // the same under selective recomputation
+  double flash_ = 0;           // FlashAttention backward transient per token
+  double a2a_ = 0;             // per token of one all-to-all tensor, in units of 2 bytes
+  double vocab_ = 0;
+  logits_memory logits_{};
+  std::int64_t layers_ = 0;
+  caption_memory caption_{};
+};
+
+/// activation_footprint(model, logits)(s, c), for a single question.
 [[nodiscard]]
 inline double activation_bytes_per_gpu(const model_spec& model, const micro_batch_shape& s,
                                        const execution_config& c,
                                        const logits_memory& logits) noexcept {
-  const double d = static_cast<double>(c.degree);
-  const double n = std::ceil(static_cast<double>(s.tokens) / d);  // tokens held by one GPU
-  const double h = static_cast<double>(model.hidden);
-  const double h_kv = static_cast<double>(model.kv_hidden());
-  const double full = static_cast<double>(activation_bytes_per_token_layer(model));
-  const double kept =
-      c.recompute.selective ? full - static_cast<double>(bytes_saved_by_selective(model)) : full;
-  const double recomputed = static_cast<double>(c.recompute.layers);
-  const double stored_layers = static_cast<double>(model.layers) - recomputed;
-  // Kept activations, checkpointed inputs (2h per token) of recomputed layers, and one layer's
-  // full working set while it is recomputed.
-  double bytes = n * (stored_layers * kept + recomputed * 2.0 * h);
-  if (c.recompute.layers > 0) bytes += n * full;
-  // FlashAttention backward transient: FP32 dQ accumulator + BF16 dQ, dK, dV.
-  bytes += n * (4.0 * h + 2.0 * (h + 2.0 * h_kv));
-  if (model.vocab > 0) {
-    const double logit_tokens =
-        logits.chunked ? std::min(n, static_cast<double>(logits.chunk_tokens)) : n;
-    bytes += logit_tokens * static_cast<double>(model.vocab) * logits.bytes_per_entry;
-  }
-  // Communication buffers: two all-to-all tensors (Ulysses), two KV chunks (ring; a hybrid's
-  // chunk of s/r tokens of h_kv/u is as large as a ring's), a hybrid both.
-  if (c.degree > 1) {
-    if (c.sp != sequence_parallel::ring) bytes += 2.0 * n * (h + 2.0 * h_kv) * 2.0;
-    if (c.sp != sequence_parallel::ulysses) bytes += 2.0 * n * 2.0 * h_kv * 2.0;
-  }
-  // The caption's embedding and K/V, whole on every GPU of the group (caption_work.hpp).
-  if (model.has_cross_attention())
-    bytes += static_cast<double>(s.samples) *
-             caption_activation_bytes_per_sample(model, c.recompute.layers);
-  return bytes;
+  return activation_footprint(model, logits)(s, c);
 }
 
 }  // namespace dcp::detail

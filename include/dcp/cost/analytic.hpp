@@ -180,7 +180,7 @@ public:
     const double dense_flops = 6.0 * per_token_params_ * tokens;
     const double recompute_flops =
         2.0 * per_token_params_ * block_share_ * tokens * (recomputed / layers);
-    return (dense_flops + recompute_flops) / (constants_.dense_efficiency * cluster_.gpu.peak_flops);
+    return (dense_flops + recompute_flops) / dense_rate_;
   }
 
   /// Attention FLOPs of the whole micro-batch over peak x efficiency (one GPU's share is this
@@ -221,7 +221,7 @@ public:
     if (!model_.has_cross_attention()) return 0.0;
     const double rows = static_cast<double>(s.samples) * static_cast<double>(model_.text_tokens);
     return rows * detail::caption_flops_per_text_token(model_, c.recompute.layers) /
-           (constants_.dense_efficiency * cluster_.gpu.peak_flops);
+           dense_rate_;
   }
 
   /// Selective recomputation re-runs norms and the MLP activation: memory-bound, so its cost is
@@ -262,7 +262,9 @@ public:
     return ulysses_part(c, model_, cluster_);
   }
   [[nodiscard]] std::int64_t ring_degree(const execution_config& c) const noexcept {
-    return c.degree / ulysses_degree(c);
+    const auto u = ulysses_degree(c);
+    if (u == 1) return c.degree;  // ring (or no sequence parallelism)
+    return u == c.degree ? 1 : c.degree / u;
   }
 
 private:
@@ -479,10 +481,7 @@ public:
   /// Activations, transients, logits and SP buffers per GPU (§4.2, §4.3).
   [[nodiscard]]
   double activation_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    return detail::activation_bytes_per_gpu(
-        model_, s, c,
-        {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
-         constants_.logits_bytes_per_entry});
+    return activations_(s, c);
   }
 
   friend bool operator==(const analytic_cost_model& a, const analytic_cost_model& b) noexcept {
@@ -499,7 +498,11 @@ private:
                    per_token_params_;
     selective_saving_ = static_cast<double>(saved_by_selective());
     states_ = compute_state_bytes();
+    dense_rate_ = constants_.dense_efficiency * cluster_.gpu.peak_flops;
     gemm_half_tokens_ = detail::gemm_half_tokens(model_, cluster_.gpu.streaming_multiprocessors);
+    activations_ = detail::activation_footprint(
+        model_, {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
+                 constants_.logits_bytes_per_entry});
   }
 
   double per_token_params_ = 0;
@@ -507,6 +510,8 @@ private:
   double block_share_ = 0;
   double selective_saving_ = 0;
   double states_ = 0;
+  double dense_rate_ = 0;  // FLOP/s of dense GEMMs: efficiency x peak
+  detail::activation_footprint activations_{};
 
   model_spec model_;
   cluster_spec cluster_;

@@ -56,15 +56,35 @@ inline std::int64_t recomputed_params_per_token_block(const model_spec& model) n
 ///  - once: the embedder's input (text_embed_dim values, kept for the first layer's weight
 ///    gradient), its hidden layer before and after the GELU (h values each) and the caption
 ///    embedding every block reads (h values): 2 text_embed_dim + 6h bytes per caption token.
+/// Model-only terms are kept in caption_memory, which the activation accounting builds once.
+class caption_memory {
+public:
+  caption_memory() = default;
+  explicit caption_memory(const model_spec& model) noexcept
+      : present_(model.has_cross_attention()),
+        layers_(model.layers),
+        h_(static_cast<double>(model.hidden)),
+        text_(static_cast<double>(model.text_tokens)),
+        embedder_(2.0 * static_cast<double>(model.text_embed_dim) + 6.0 * h_) {}
+
+  [[nodiscard]] bool present() const noexcept { return present_; }
+  /// Bytes per sample with `recomputed_layers` blocks fully recomputed.
+  [[nodiscard]] double bytes_per_sample(std::int64_t recomputed_layers) const noexcept {
+    if (!present_) return 0.0;
+    const double kv_blocks = static_cast<double>(layers_ - recomputed_layers) +
+                             (recomputed_layers > 0 ? 1.0 : 0.0);
+    return text_ * (kv_blocks * 4.0 * h_ + embedder_);
+  }
+
+private:
+  bool present_ = false;
+  std::int64_t layers_ = 0;
+  double h_ = 0, text_ = 0, embedder_ = 0;
+};
+
 [[nodiscard]] inline double caption_activation_bytes_per_sample(
     const model_spec& model, std::int64_t recomputed_layers) noexcept {
-  if (!model.has_cross_attention()) return 0.0;
-  const double h = static_cast<double>(model.hidden);
-  const double text = static_cast<double>(model.text_tokens);
-  const double kv_blocks = static_cast<double>(model.layers - recomputed_layers) +
-                           (recomputed_layers > 0 ? 1.0 : 0.0);
-  const double embedder = 2.0 * static_cast<double>(model.text_embed_dim) + 6.0 * h;
-  return text * (kv_blocks * 4.0 * h + embedder);
+  return caption_memory(model).bytes_per_sample(recomputed_layers);
 }
 
 }  // namespace dcp::detail

@@ -408,10 +408,7 @@ public:
   /// gather buffers per GPU (§4.2, §4.3; Korthikanti et al. accounting, FlashAttention).
   [[nodiscard]]
   double dynamic_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    double bytes = detail::activation_bytes_per_gpu(
-        model_, s, c,
-        {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
-         constants_.logits_bytes_per_entry});
+    double bytes = activations_(s, c);
     if (training_.zero_stage == 3) bytes += 2.0 * 2.0 * static_cast<double>(model_.block_params());
     return bytes;
   }
@@ -507,6 +504,9 @@ private:
                                          static_cast<double>(model_.vocab)
                                    : 0.0;
     states_ = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
+    activations_ = detail::activation_footprint(
+        model_, {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
+                 constants_.logits_bytes_per_entry});
   }
 
   [[nodiscard]]
@@ -619,6 +619,7 @@ private:
   double elementwise_bytes_ = 0;
   double loss_bytes_ = 0;
   double states_ = 0;
+  detail::activation_footprint activations_{};
 
   model_spec model_;
   cluster_spec cluster_;
