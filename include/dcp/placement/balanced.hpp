@@ -123,6 +123,26 @@ public:
       }
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Each shared degree once more around the best-ranked allotment: a long sample that alone
+    // at the shared degree would outlast that allotment's estimated step keeps its degree there
+    // (one very long sample on many GPUs, the others packed on fewer, as FlexSP's groups do).
+    // Its packed blocks may cross nodes where each of their samples alone would not need to:
+    // the best is scheduled as `loose` is, only with cross_nodes_when_faster.
+    struct capped_choice {
+      double estimate;
+      std::vector<std::size_t> choice;
+      bool needless;
+    };
+    std::optional<capped_choice> capped;
+    if (options_.share_micro_batches && !ranked.empty())
+      for (std::size_t k = 1; k < ctx_.degrees().size(); ++k) {
+        auto choice = allot_shared(k, ranked.front().first, seen[ranked.front().second]);
+        if (!choice) continue;
+        const auto fluid = fluid_estimate(*choice, true);
+        if (fluid.needless_crossing && !options_.cross_nodes_when_faster) continue;
+        if (!capped || fluid.estimate < capped->estimate)
+          capped.emplace(fluid.estimate, std::move(*choice), fluid.needless_crossing);
+      }
     // Schedule the best-ranked allotments in full until `full_candidates` of them give valid
     // plans; the relaxed one (every sample at its cheapest degree, groups inside a node unless
     // memory forces otherwise) is always valid and tried when none of them was.
@@ -158,6 +178,8 @@ public:
     if (options_.cross_nodes_when_faster && loose && loose->first < best->makespan_seconds)
       consider(seen[loose->second], true);
     if (shared && shared->first < best->makespan_seconds) keep(schedule(shared->second, false, true), shared->second, false, true);
+    if (capped && capped->estimate < best->makespan_seconds)
+      keep(schedule(capped->choice, capped->needless, true), capped->choice, capped->needless, true);
     // The best allotment once more with short samples in its multi-GPU micro-batches' room.
     if (options_.share_micro_batches) {
       const auto chosen = best_choice;
@@ -389,6 +411,22 @@ private:
       while (pick < item.menu.size() && !item.menu[pick].feasible) ++pick;
       choice[j] = pick < item.menu.size() ? pick : item.fastest;
     }
+    return choice;
+  }
+  // allot_shared(k) with every long item whose degree there would take longer alone than
+  // `horizon` at its degree in `fallback`; nullopt when none would (allot_shared(k) itself).
+  [[nodiscard]] std::optional<std::vector<std::size_t>> allot_shared(std::size_t k, double horizon,
+                                                                     const std::vector<std::size_t>& fallback) const {
+    auto choice = allot_shared(k);
+    bool changed = false;
+    for (std::size_t j = 0; j < longs_.size(); ++j) {
+      const auto& o = longs_[j].menu[choice[j]];
+      if ((!o.feasible || o.seconds > horizon) && choice[j] != fallback[j]) {
+        choice[j] = fallback[j];
+        changed = true;
+      }
+    }
+    if (!changed) return std::nullopt;
     return choice;
   }
 
