@@ -660,7 +660,8 @@ private:
   // degree would pack them, so that they pay for no micro-step of their own: each micro-batch
   // takes the longest single-GPU samples that still fit at its setting and keep its ranks within
   // the average finish of all ranks (first fit decreasing; a micro-batch stops looking after a
-  // few that do not fit); its ranks then free later by what they add. False when none joined.
+  // few that do not fit, each sending the search on to the first shorter sample the budget
+  // holds); its ranks then free later by what they add. False when none joined.
   bool fill_blocks(block_assignment& a) const {
     const std::size_t n = a.singles.size();
     if (a.multi.empty() || n == 0) return false;
@@ -704,8 +705,26 @@ private:
         }
         const auto [estimate, i] = a.singles[p];
         const auto with = shape + ctx_.shape(i);
-        if (ctx_.bucket(i) != bucket || !ctx_.runs_with(with, block.k, block.run.recompute, block.run.sp)) {
+        if (ctx_.bucket(i) != bucket) {
           ++misses;
+          continue;
+        }
+        if (!ctx_.runs_with(with, block.k, block.run.recompute, block.run.sp)) {
+          ++misses;
+          // Out of memory: a shorter single may still fit. Singles come longest first, so the
+          // first later one that fits is found by bisection (exact where their bytes fall with
+          // their estimates, as they do within a bucket); the loop goes on from there.
+          std::size_t low = p + 1;
+          std::size_t high = n;
+          while (low < high) {
+            const std::size_t mid = low + (high - low) / 2;
+            if (ctx_.runs_with(shape + ctx_.shape(a.singles[mid].second), block.k, block.run.recompute, block.run.sp))
+              high = mid;
+            else
+              low = mid + 1;
+          }
+          if (low == n) break;
+          p = low - 1;  // the loop's unjoined(p + 1) resumes at `low`, or the first after it not yet joined
           continue;
         }
         shape = with;
