@@ -11,8 +11,8 @@ A policy picked with --policies gets the batches and noise seed of its place in 
         [--jobs 2] [--markdown docs/results.md]
 
 Prints what moved and the bars of issue 10 over the refreshed matrix; rewrites the JSON and,
-with --markdown, the moved cells' rows of the matrix table in that file (a row is replaced only
-where it reads exactly as the cell's old values render).
+with --markdown, every cell's row of the matrix table in that file (found by its model,
+workload, context, GPUs, GPU, style and ZeRO stage) as the JSON now renders it.
 """
 
 import argparse
@@ -35,6 +35,12 @@ def context_label(tokens):
     if tokens is None:
         return "-"
     return f"{tokens // 1048576}M" if tokens % 1048576 == 0 else f"{tokens // 1024}K"
+
+
+def row_key(c):
+    """The first seven columns of the cell's row: what identifies it in the table."""
+    return "| " + " | ".join([c["model"], c["workload"], context_label(c["context"]), str(c["gpus"]), c["gpu"],
+                              c["sp"], str(c["zero"])]) + " | "
 
 
 def table_row(c):
@@ -78,9 +84,7 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(o.jobs) as pool:
         results = list(pool.map(lambda c: run_ours(o.binary, c["command"]), todo))
     moved = []
-    rows = {}  # old row -> new row
     for cell, (ours, error) in zip(todo, results):
-        old_row = table_row(cell)
         if ours is None:
             sys.exit(f"matrix_refresh: '{cell['command']}' failed: {error}")
         before = cell["dcp_noise_free_tokens_per_s"]
@@ -97,20 +101,23 @@ def main():
         ratio = ours["noise_free_tokens_per_s"] / before
         if abs(ratio - 1) > 1e-12:
             moved.append((ratio, cell["command"]))
-            rows[old_row] = table_row(cell)
     print(f"ours moved in {len(moved)} of {len(todo)} cells (noise free, new / old):")
     for ratio, command in sorted(moved):
         print(f"  {ratio:.4f} {command}")
     summary(cells)
     if o.markdown:
+        rows = {row_key(c): table_row(c) for c in todo}
         with open(o.markdown) as f:
             lines = f.read().split("\n")
-        found = 0
+        found = changed = 0
         for n, line in enumerate(lines):
-            if line in rows:
-                lines[n] = rows[line]
-                found += 1
-        print(f"{o.markdown}: {found} of {len(rows)} moved rows replaced")
+            row = rows.get(" | ".join(line.split(" | ")[:7]) + " | ")
+            if row is None:
+                continue
+            found += 1
+            changed += line != row
+            lines[n] = row
+        print(f"{o.markdown}: {found} of {len(rows)} cells' rows found, {changed} changed")
         with open(o.markdown, "w") as f:
             f.write("\n".join(lines))
     with open(o.matrix, "w") as f:  # as dcp-sim --matrix --json writes it: a cell per line

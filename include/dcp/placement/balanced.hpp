@@ -661,7 +661,8 @@ private:
   // takes the longest single-GPU samples that still fit at its setting and keep its ranks within
   // the average finish of all ranks (first fit decreasing; a micro-batch stops looking after a
   // few that do not fit, each sending the search on to the first shorter sample the budget
-  // holds); its ranks then free later by what they add. False when none joined.
+  // holds), and keeps them where that saves GPU-seconds by the estimates; its ranks then free
+  // later by what they add. False when no micro-batch kept any.
   bool fill_blocks(block_assignment& a) const {
     const std::size_t n = a.singles.size();
     if (a.multi.empty() || n == 0) return false;
@@ -677,6 +678,7 @@ private:
       return p;
     };
     bool any = false;
+    std::vector<std::size_t> taken;  // positions of the singles one block takes
     for (auto& block : a.multi) {
       const auto d = ctx_.degree(block.k);
       double latest = 0;
@@ -697,7 +699,13 @@ private:
             a.singles.begin());
       };
       std::size_t misses = 0;
-      bool joined = false;
+      taken.clear();
+      // The samples taken before the first miss of the budget (first fit, always kept) and what
+      // the block looks like with them; the single-GPU estimates of those taken past it. The scan
+      // only moves forward, so the samples taken need no mark until the block keeps them.
+      std::size_t first_fit = std::numeric_limits<std::size_t>::max();
+      micro_batch_shape first_fit_shape;
+      double moved = 0;
       for (std::size_t p = unjoined(held_from(0)); p < n && misses < 8; p = unjoined(p + 1)) {
         if (a.singles[p].first > headroom) {
           p = unjoined(held_from(p));
@@ -711,33 +719,63 @@ private:
         }
         if (!ctx_.runs_with(with, block.k, block.run.recompute, block.run.sp)) {
           ++misses;
+          if (first_fit == std::numeric_limits<std::size_t>::max()) {
+            first_fit = taken.size();
+            first_fit_shape = shape;
+          }
           // Out of memory: a shorter single may still fit. Singles come longest first, so the
-          // first later one that fits is found by bisection (exact where their bytes fall with
-          // their estimates, as they do within a bucket); the loop goes on from there.
-          std::size_t low = p + 1;
-          std::size_t high = n;
+          // first later one that fits is found by galloping then bisecting from here (exact where
+          // their bytes fall with their estimates, as they do within a bucket; none fits if the
+          // shortest does not); the loop goes on from there.
+          const auto fits_beside = [&](std::size_t q) {
+            return ctx_.runs_with(shape + ctx_.shape(a.singles[q].second), block.k, block.run.recompute,
+                                  block.run.sp).has_value();
+          };
+          if (!fits_beside(n - 1)) break;
+          std::size_t low = p + 1;  // the first that may fit
+          std::size_t high = n - 1;  // one that fits
+          for (std::size_t step = 1; low + step < high; step *= 2) {
+            if (fits_beside(low + step)) {
+              high = low + step;
+              break;
+            }
+            low += step + 1;
+          }
           while (low < high) {
             const std::size_t mid = low + (high - low) / 2;
-            if (ctx_.runs_with(shape + ctx_.shape(a.singles[mid].second), block.k, block.run.recompute, block.run.sp))
-              high = mid;
-            else
-              low = mid + 1;
+            if (fits_beside(mid)) high = mid;
+            else low = mid + 1;
           }
-          if (low == n) break;
           p = low - 1;  // the loop's unjoined(p + 1) resumes at `low`, or the first after it not yet joined
           continue;
         }
         shape = with;
         headroom -= estimate;
-        block.beside.push_back(i);
-        next[p] = p + 1;
-        joined = true;
+        taken.push_back(p);
+        if (first_fit != std::numeric_limits<std::size_t>::max()) moved += estimate;
       }
-      if (!joined) continue;
-      const double before = block.run.seconds;
-      block.run = ctx_.run(shape, block.k, block.run.recompute, block.run.sp);
-      for (auto r = block.first_rank; r < block.first_rank + d; ++r)
-        delay[static_cast<std::size_t>(r)] += block.run.seconds - before;
+      if (taken.empty()) continue;
+      auto run = ctx_.run(shape, block.k, block.run.recompute, block.run.sp);
+      if (first_fit < taken.size()) {
+        // Those taken past a miss stay only where they save GPU-seconds by the estimates: the
+        // block's d GPUs take longer by what they add to its micro-batch, alone they would take
+        // their estimates. (Short samples are what evens out the single-GPU ranks: taking them
+        // where that saves nothing costs a schedule and can leave the ranks coarser.)
+        const auto without = first_fit > 0 ? ctx_.run(first_fit_shape, block.k, block.run.recompute, block.run.sp)
+                                           : block.run;
+        if (static_cast<double>(d) * (run.seconds - without.seconds) >= moved) {
+          taken.resize(first_fit);
+          if (taken.empty()) continue;
+          run = without;
+        }
+      }
+      const double added = run.seconds - block.run.seconds;
+      for (const auto p : taken) {
+        next[p] = p + 1;
+        block.beside.push_back(a.singles[p].second);
+      }
+      block.run = run;
+      for (auto r = block.first_rank; r < block.first_rank + d; ++r) delay[static_cast<std::size_t>(r)] += added;
       any = true;
     }
     if (!any) return false;
