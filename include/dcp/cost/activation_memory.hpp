@@ -5,7 +5,6 @@
 // (fragmentation, buffers, constants).
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "dcp/cost/caption_work.hpp"
@@ -117,19 +116,11 @@ private:
   double full_ = 0;            // bytes per token per kept layer
   double kept_selective_ = 0;  // the same under selective recomputation
   double flash_ = 0;           // FlashAttention backward transient per token
-  double a2a_ = 0;             // per token of one all-to-all tensor, in units of 2 bytes
+  double a2a_ = 0;             // values per token of one all-to-all tensor: h + 2 h_kv
   double vocab_ = 0;
   logits_memory logits_{};
   std::int64_t layers_ = 0;
   caption_memory caption_{};
 };
-
-/// activation_footprint(model, logits)(s, c), for a single question.
-[[nodiscard]]
-inline double activation_bytes_per_gpu(const model_spec& model, const micro_batch_shape& s,
-                                       const execution_config& c,
-                                       const logits_memory& logits) noexcept {
-  return activation_footprint(model, logits)(s, c);
-}
 
 }  // namespace dcp::detail

@@ -435,7 +435,7 @@ public:
   // ---- memory -----------------------------------------------------------------------------
 
   /// cost_model optional member 8: peak bytes depend on a micro-batch only through its tokens
-  /// and samples (detail::activation_bytes_per_gpu), never decreasing in either, and
+  /// and samples (detail::activation_footprint), never decreasing in either, and
   /// recomputation only adds to an empty micro-batch's time (launches, latencies, fixed GEMM
   /// costs of the recomputed layers), so the bounds may charge each token its share of the
   /// fixed per-micro-step cost. Tested in Cost.MemoryByTokens.*.
