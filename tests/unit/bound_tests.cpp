@@ -47,6 +47,14 @@ std::vector<bound_case> bound_cases() {
   zero3.model = "llama3-70b";
   zero3.model_given = true;
   out.push_back({"Llama-3-70B, ZeRO-3", zero3});
+  // 2M context with ring on 32 nodes of H200, where a 1.28M-token sample's cheapest run takes
+  // longer than the step: the bound's deadline term decides there.
+  auto two_million = long_ring;
+  two_million.gpu = "h200";
+  two_million.nodes = 32;
+  two_million.context = 2'097'152;
+  two_million.tokens = 8'000'000;
+  out.push_back({"long context 2M, ring, 256 H200", two_million});
   return out;
 }
 
@@ -101,4 +109,38 @@ TEST_CASE("Bound.Truth.never_exceeds_any_policy_on_the_noise_free_simulator_at_1
 
 TEST_CASE("Bound.Truth.never_exceeds_any_policy_on_the_noise_free_simulator_for_70b_zero3") {
   CHECK(check_bound_case(bound_cases()[3]) >= 15);
+}
+
+TEST_CASE("Bound.Truth.never_exceeds_any_policy_on_the_noise_free_simulator_at_2m_ring_256_h200") {
+  CHECK(check_bound_case(bound_cases()[4]) >= 15);
+}
+
+// Each term of truth_bound_terms only raises the bound, and each decides somewhere: the video
+// buckets on STDiT3-XL (a micro-step holds clips of one grid, so small buckets pay their own
+// micro-steps), the deadline at 2M context (the longest sample's cheapest run outlasts the
+// step, so it must run at a degree that costs more GPU-seconds).
+TEST_CASE("Bound.Truth.each_term_only_raises_the_bound") {
+  const auto cases = bound_cases();
+  for (const auto& bc : {cases[0], cases[4]}) {
+    CAPTURE(bc.name);
+    for (const auto& sc : tool::sim_detail::make_scenarios(bc.options)) {
+      CAPTURE(sc.name);
+      const sim::truth_model truth(sc.model, sc.cluster, sc.training);
+      const auto batch = sc.draw(1);
+      const auto bound = [&](bool buckets, bool empty_floor, bool deadline) {
+        return sim::truth_lower_bound_seconds(std::span<const sample>(batch), truth, selective_pyramid_recompute{},
+                                              {buckets, empty_floor, deadline});
+      };
+      const double plain = bound(false, false, false);
+      const double all = bound(true, true, true);
+      CHECK(bound(true, false, false) >= plain);
+      CHECK(bound(false, true, false) >= plain);
+      CHECK(bound(false, false, true) >= plain);
+      CHECK(all >= bound(true, true, false));
+      CHECK(all == sim::truth_lower_bound_seconds(batch, truth));
+      if (sc.name.starts_with("stdit3")) CHECK(bound(true, false, false) > plain * 1.001);  // 1.7574 -> 1.7618 s
+      if (sc.name.find("long-context") != std::string::npos)
+        CHECK(bound(false, false, true) > plain * 1.05);  // 18.03 -> 19.30 s
+    }
+  }
 }

@@ -606,6 +606,27 @@ TEST_CASE("Sim.Simulator.bad_plans_name_the_sample_or_step") {
                  "the plan is for 16 GPUs"));
 }
 
+TEST_CASE("Sim.Simulator.a_micro_step_holds_clips_of_one_grid_or_text_only") {
+  // Video DiTs batch clips as dense tensors of one latent grid (what varlen_buckets keeps
+  // apart, and what the truth bound counts on): a plan that mixes grids, or a clip and text,
+  // in one micro-step is refused, naming both samples.
+  const sim::truth_model truth(models::stdit3_xl(), hgx_cluster(1, gpus::h200_sxm()));
+  const std::vector<sample> batch{video_sample(1, {4, 16, 16}), video_sample(2, {4, 16, 16}),
+                                  video_sample(3, {8, 16, 16}), text_sample(4, 1000)};
+  CHECK(contains(message_of([&] {
+          (void)sim::simulate(plan_of(8, {step(0, 0, 1, {1, 2, 3}), step(1, 1, 1, {4})}), batch, truth);
+        }),
+        "holds sample id 3 (video grid 8 x 16 x 16) beside sample id 1 (video grid 4 x 16 x 16)"));
+  CHECK(contains(message_of([&] {
+          (void)sim::simulate(plan_of(8, {step(0, 0, 1, {4, 1, 2}), step(1, 1, 1, {3})}), batch, truth);
+        }),
+        "holds sample id 1 (video grid 4 x 16 x 16) beside sample id 4 (text)"));
+  // One grid per micro-step runs.
+  CHECK(sim::simulate(plan_of(8, {step(0, 0, 1, {1, 2}), step(1, 1, 1, {3}), step(2, 2, 1, {4})}), batch, truth,
+                      exact)
+            .makespan_seconds > 0);
+}
+
 TEST_CASE("Sim.Simulator.deterministic_for_a_seed") {
   const auto truth = llama_truth(1);
   const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), truth.cluster()));

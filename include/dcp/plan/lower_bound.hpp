@@ -20,10 +20,20 @@
 // recomputation never shortens a marginal); otherwise ρ = 0, the bound without fixed costs.
 // Valid for every plan under requirement 5 (superadditive packing, no super-linear
 // parallelism).
+// Three options tighten it further (the truth bound, sim/truth_bound.hpp, takes all three):
+// bound_options::by_bucket counts that samples of different buckets never share a micro-step,
+// so a micro-step holds at most its bucket's tokens (a whole number of samples where they all
+// have one length); bound_options::empty_floor that no micro-step takes less than an empty one
+// with its config, E(c) >= F(c), through max(F + Σ m, E) >= λ (F + Σ m) + (1 - λ) E for the
+// best of 17 weights λ per bucket; bound_options::deadline that a sample runs only where its
+// micro-step, at least max(E, F + m_i), ends by the makespan: the bound is then the largest
+// makespan the work of such runs overflows.
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <numeric>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -42,6 +52,18 @@ struct bound_options {
   /// the larger of this and the plain one. Costs a few thousand cost-model calls per bound: the
   /// truth bound uses it, the planner's per-plan bound does not.
   bool recompute_ladder = false;
+  /// Samples of different buckets never share a micro-step (the context's buckets): each
+  /// micro-step holds at most its bucket's tokens, and a whole number of samples where they all
+  /// have one length. Valid for the plans that respect those buckets.
+  bool by_bucket = false;
+  /// Also count that no micro-step takes less than an empty one with its config (the host's
+  /// issue time, where that is longer than the device's fixed cost): per room, the best of 17
+  /// weightings of the two floors.
+  bool empty_floor = false;
+  /// Also count that a sample runs only where its micro-step ends by the makespan: the bound is
+  /// the largest makespan M whose work, each sample at its cheapest run that ends by M, exceeds
+  /// M on every GPU (bisection, a few dozen passes over the samples that have a menu).
+  bool deadline = false;
 };
 
 namespace bound_detail {
@@ -71,17 +93,16 @@ template <class M>
 }
 
 // One rung of the ladder: recomputed layers in [lo, hi], with selective recomputation or
-// without. rho[k][j]: the fixed cost per token at degree index k in its j-th style,
-// T_∅(k, j) / C(k, j, hi, selective) (infinity when nothing fits); cheapest:
-// min_{k,j} degree(k) · rho[k][j]. The plain rung [0, L] takes the larger capacity of the two
-// (at every layer recomputed they are the same).
+// without. capacity[k][j]: the most tokens one micro-step at degree index k in its j-th style
+// holds with the rung's recomputation at hi, C(k, j, hi, selective) (0 when nothing fits). The
+// plain rung [0, L] takes the larger capacity of the two (at every layer recomputed they are
+// the same).
 struct rung {
   std::int32_t lo = 0;
   std::int32_t hi = 0;
   bool selective = false;
   bool either = false;  ///< the plain rung: capacity with or without selective recomputation
-  std::vector<std::vector<double>> rho{};
-  double cheapest = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<std::int64_t>> capacity{};
 };
 
 template <class Context>
@@ -110,23 +131,130 @@ template <class Context>
     rungs.push_back({0, layers, false, true});  // the plain share: capacity at full recomputation
   }
   for (auto& r : rungs) {
-    r.rho.resize(ctx.degrees().size());
+    r.capacity.resize(ctx.degrees().size());
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
-      r.rho[k].assign(ctx.style_count(k), std::numeric_limits<double>::infinity());
+      r.capacity[k].assign(ctx.style_count(k), 0);
       for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
         const auto sp = ctx.style(k, j);
-        const auto capacity =
+        r.capacity[k][j] =
             r.either ? std::max(token_capacity(cost, ctx.config(k, {r.hi, false}, sp), ctx.budget()),
                                 token_capacity(cost, ctx.config(k, {r.hi, true}, sp), ctx.budget()))
                      : token_capacity(cost, ctx.config(k, {r.hi, r.selective}, sp), ctx.budget());
-        if (capacity == 0) continue;
-        r.rho[k][j] = std::max(0.0, dcp::detail::fixed_seconds_of(cost, ctx.config(k, {}, sp))) /
-                      static_cast<double>(capacity);
-        r.cheapest = std::min(r.cheapest, static_cast<double>(ctx.degree(k)) * r.rho[k][j]);
       }
     }
   }
   return rungs;
+}
+
+// What every micro-step at degree index k in its j-th style takes without recomputation (the
+// least, under memory_by_tokens): F, beyond its samples' marginals, and E, the time of an
+// empty one (F, or more where the host's issue time is longer), which no micro-step with the
+// config undercuts.
+struct fixed_cost {
+  double beyond_marginals = 0;  ///< F(c): fixed_seconds, else an empty micro-step's time
+  double empty = 0;             ///< E(c): an empty micro-step's time
+};
+
+template <class Context>
+[[nodiscard]] std::vector<std::vector<fixed_cost>> fixed_costs(const Context& ctx, bool shares) {
+  const auto& cost = ctx.problem().cost;
+  std::vector<std::vector<fixed_cost>> out(ctx.degrees().size());
+  if (!shares) return out;
+  for (std::size_t k = 0; k < ctx.degrees().size(); ++k)
+    for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
+      const auto c = ctx.config(k, {}, ctx.style(k, j));
+      const double f = std::max(0.0, dcp::detail::fixed_seconds_of(cost, c));
+      out[k].push_back({f, std::max(f, static_cast<double>(cost.seconds(micro_batch_shape{}, c)))});
+    }
+  return out;
+}
+
+// Samples that may share a micro-step: all of them, or those of one bucket. A micro-step of a
+// room holds at most its tokens, and where all its samples have one length (a video bucket's
+// clips), a whole number of them.
+struct room {
+  double tokens = 0;         ///< the room's tokens (infinite for the one room of all samples)
+  std::int64_t length = 0;   ///< its samples' common length; 0 where lengths differ
+};
+
+struct room_map {
+  std::vector<room> rooms{};
+  std::vector<std::size_t> room_of{};  ///< per sample
+};
+
+template <class Context>
+[[nodiscard]] room_map rooms_of(const Context& ctx, bool by_bucket) {
+  room_map out;
+  const std::size_t n = ctx.size();
+  out.room_of.assign(n, 0);
+  if (!by_bucket) {
+    out.rooms.push_back({std::numeric_limits<double>::infinity(), 0});
+    return out;
+  }
+  std::vector<std::int32_t> labels(n);
+  for (std::size_t i = 0; i < n; ++i) labels[i] = ctx.bucket(i);
+  std::sort(labels.begin(), labels.end());
+  labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+  out.rooms.assign(labels.size(), room{0, -1});
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto b = static_cast<std::size_t>(std::lower_bound(labels.begin(), labels.end(), ctx.bucket(i)) -
+                                            labels.begin());
+    out.room_of[i] = b;
+    auto& r = out.rooms[b];
+    const auto tokens = ctx.shape(i).tokens;
+    r.tokens += static_cast<double>(tokens);
+    r.length = r.length == -1 || r.length == tokens ? tokens : 0;
+  }
+  return out;
+}
+
+// The weights λ the bound tries per room: 1 alone (the fixed cost F only), or 0, 1/16, ..., 1.
+[[nodiscard]] inline std::vector<double> empty_weights(bool with_empty_floor) {
+  if (!with_empty_floor) return {1.0};
+  constexpr int steps = 16;
+  std::vector<double> out;
+  for (int w = 0; w <= steps; ++w) out.push_back(static_cast<double>(w) / steps);
+  return out;
+}
+
+// The fixed time per token at weight λ of a micro-step whose capacity is `capacity` tokens in
+// room `r`: (λ F + (1 - λ) E) / n, n the most tokens such a micro-step holds there; infinity
+// where nothing fits.
+[[nodiscard]] inline double share_per_token(const fixed_cost& f, std::int64_t capacity, const room& r,
+                                            double lambda) {
+  if (r.length > 0) capacity -= capacity % r.length;  // whole samples of the room's length
+  const double most = std::min(static_cast<double>(capacity), r.tokens);
+  if (most <= 0) return std::numeric_limits<double>::infinity();
+  return (lambda * f.beyond_marginals + (1.0 - lambda) * f.empty) / most;
+}
+
+// One way sample i may run in the bound: on `gpus` GPUs (a degree and style, at a rung of the
+// ladder or the plain share) with marginal `marginal`, in a micro-step that takes at least
+// `floor` (what no micro-step holding the sample there undercuts).
+struct run_candidate {
+  double floor = 0;
+  double gpus = 1;
+  double marginal = 0;
+  std::uint32_t rung = 0;  // index into the rungs, the plain one first
+  std::uint32_t k = 0;
+  std::uint32_t j = 0;
+  bool plain = true;
+};
+
+// Sample i's least share among `candidates` that end by `deadline`: the larger of the plain
+// share's and the ladder's (both bound the same share of the same micro-step), infinity when
+// none does. `value(c)`: the candidate's share.
+template <class Value>
+[[nodiscard]] double least_share(std::span<const run_candidate> candidates, bool with_ladder, double deadline,
+                                 const Value& value) {
+  const auto inf = std::numeric_limits<double>::infinity();
+  double plain = inf;
+  double ladder = with_ladder ? inf : 0.0;
+  for (const auto& c : candidates) {
+    if (c.floor > deadline) continue;
+    (c.plain ? plain : ladder) = std::min(c.plain ? plain : ladder, value(c));
+  }
+  return std::max(plain, ladder);
 }
 
 }  // namespace bound_detail
@@ -139,76 +267,146 @@ template <class Context>
   const auto& cost = ctx.problem().cost;
   using model_t = std::remove_cvref_t<decltype(cost)>;
   constexpr bool shares = memory_by_tokens<model_t>;
-  // The plain share (capacity at full recomputation) and, if asked, the ladder.
-  std::vector<bound_detail::rung> plain;
+  const auto inf = std::numeric_limits<double>::infinity();
+  // The rungs: the plain share (capacity at full recomputation) first, then, if asked, the
+  // ladder's.
   std::vector<bound_detail::rung> rungs;
   if constexpr (shares) {
-    plain = bound_detail::ladder(ctx, false);
-    if (options.recompute_ladder) rungs = bound_detail::ladder(ctx, true);
+    rungs = bound_detail::ladder(ctx, false);
+    if (options.recompute_ladder)
+      for (auto& r : bound_detail::ladder(ctx, true)) rungs.push_back(std::move(r));
   }
-  const double plain_cheapest = shares ? plain[0].cheapest : 0.0;
-  const auto plain_rho = [&](std::size_t k, std::size_t j) { return shares ? plain[0].rho[k][j] : 0.0; };
-  // Sample i's least GPU-seconds over the ladder, at every degree or (a sample without a menu)
-  // at degree 1 with the cheapest share any degree gives; a sample too large for a rung at a
-  // degree is never run there with that recomputation.
-  const auto ladder_work = [&](std::size_t i, bool degree_one_only) {
-    double best = std::numeric_limits<double>::infinity();
-    const auto& shape = ctx.shape(i);
-    const auto tokens = static_cast<double>(shape.tokens);
-    for (const auto& r : rungs) {
-      if (degree_one_only) {
-        best = std::min(best, bound_detail::marginal_at(cost, shape, ctx.config(0, {r.lo, r.selective})) +
-                                  tokens * r.cheapest);
-        continue;
-      }
-      for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
-        for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
-          if (r.rho[k][j] == std::numeric_limits<double>::infinity()) continue;
-          const auto sp = ctx.style(k, j);
-          if (static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {r.hi, r.selective}, sp))) > ctx.budget())
-            continue;
-          best = std::min(best, static_cast<double>(ctx.degree(k)) *
-                                    (bound_detail::marginal_at(cost, shape, ctx.config(k, {r.lo, r.selective}, sp)) +
-                                     tokens * r.rho[k][j]));
-        }
-      }
-    }
-    return best;
+  const bool with_ladder = rungs.size() > 1;
+  // The rooms samples share micro-steps in: one, or one per bucket with options.by_bucket.
+  const auto rooms = bound_detail::rooms_of(ctx, options.by_bucket);
+  // The weights λ of the fixed cost against the empty micro-step's time (1 only: the fixed
+  // cost alone, as without options.empty_floor).
+  const auto weights = bound_detail::empty_weights(shares && options.empty_floor);
+  const auto fixed = bound_detail::fixed_costs(ctx, shares);
+  const auto rho = [&](std::size_t r, std::size_t room, double lambda, std::size_t k, std::size_t j) {
+    if (!shares) return 0.0;
+    return bound_detail::share_per_token(fixed[k][j], rungs[r].capacity[k][j], rooms.rooms[room], lambda);
   };
-  // Menus for every sample that is not relaxed at degree 1 and for the longest few (samples
-  // are in canonical order, longest first); the others are cheapest at degree 1.
-  constexpr std::size_t always_menu = 64;
-  double work = 0;
+  // cheapest[r][room][w]: min over degrees and styles of degree · ρ at rung r.
+  std::vector<std::vector<std::vector<double>>> cheapest(
+      rungs.size(), std::vector<std::vector<double>>(rooms.rooms.size(), std::vector<double>(weights.size(), inf)));
+  for (std::size_t r = 0; r < rungs.size(); ++r)
+    for (std::size_t b = 0; b < rooms.rooms.size(); ++b)
+      for (std::size_t w = 0; w < weights.size(); ++w)
+        for (std::size_t k = 0; k < ctx.degrees().size(); ++k)
+          for (std::size_t j = 0; j < ctx.style_count(k); ++j)
+            cheapest[r][b][w] =
+                std::min(cheapest[r][b][w], static_cast<double>(ctx.degree(k)) * rho(r, b, weights[w], k, j));
+  // A micro-step with config c and n tokens takes at least max(F(c) + Σ m_i, E(c)) >=
+  // λ (F(c) + Σ m_i) + (1 - λ) E(c) for every λ in [0, 1], so sample i's share
+  // d (λ m_i + t_i (λ F + (1 - λ) E) / n) bounds it, n at most the room's capacity at c; one λ
+  // per room holds for every plan. short_work[room][w]: the shares of the samples cheapest at
+  // degree 1 (at degree 1, with the cheapest share of the fixed cost any degree gives); the
+  // others (menu samples) keep their candidates, each degree and style, plain and on the
+  // ladder's rungs.
+  std::vector<std::vector<double>> short_work(rooms.rooms.size(), std::vector<double>(weights.size(), 0.0));
+  std::vector<std::size_t> menu;                   // samples with candidates
+  std::vector<std::size_t> menu_begin{0};          // their candidates' offsets
+  std::vector<bound_detail::run_candidate> candidates;
+  constexpr std::size_t always_menu = 64;  // samples are in canonical order, longest first
   double critical = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& single = ctx.alone(i, 0);
-    const bool relaxed_single = single.feasible && single.recompute == relaxed;
-    const auto tokens = static_cast<double>(ctx.shape(i).tokens);
-    if (relaxed_single && i >= always_menu) {
-      double w = ctx.marginal_seconds(i, single, 0) + tokens * plain_cheapest;
-      if (!rungs.empty()) w = std::max(w, ladder_work(i, true));
-      work += w;
+    const auto& shape = ctx.shape(i);
+    const auto tokens = static_cast<double>(shape.tokens);
+    const std::size_t room = rooms.room_of[i];
+    if (single.feasible && single.recompute == relaxed && i >= always_menu) {
+      const double m = ctx.marginal_seconds(i, single, 0);
+      for (std::size_t w = 0; w < weights.size(); ++w) {
+        double ladder = with_ladder ? inf : 0.0;
+        for (std::size_t r = 1; r < rungs.size(); ++r)
+          ladder = std::min(ladder, weights[w] * bound_detail::marginal_at(cost, shape,
+                                                                           ctx.config(0, {rungs[r].lo, rungs[r].selective})) +
+                                        tokens * cheapest[r][room][w]);
+        short_work[room][w] += std::max(weights[w] * m + tokens * (shares ? cheapest[0][room][w] : 0.0), ladder);
+      }
       continue;
     }
-    double cheapest = std::numeric_limits<double>::infinity();
-    double fastest = std::numeric_limits<double>::infinity();
+    double fastest = inf;
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
+      const auto d = static_cast<double>(ctx.degree(k));
       // Every style the degree allows (one unless automatic): the cheapest of them need not be
       // the fastest, which is what alone() keeps.
       for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
-        const auto o = ctx.style_count(k) == 1 ? ctx.alone(i, k) : ctx.evaluate(ctx.shape(i), k, ctx.style(k, j));
+        const auto o = ctx.style_count(k) == 1 ? ctx.alone(i, k) : ctx.evaluate(shape, k, ctx.style(k, j));
         if (!o.feasible) continue;
-        cheapest = std::min(cheapest, static_cast<double>(ctx.degree(k)) *
-                                          (ctx.marginal_seconds(i, o, k) + tokens * plain_rho(k, j)));
+        const double m = ctx.marginal_seconds(i, o, k);
+        const double floor = shares ? std::max(fixed[k][j].empty, fixed[k][j].beyond_marginals + m) : m;
+        candidates.push_back({floor, d, m, 0, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(j), true});
         fastest = std::min(fastest, o.seconds);
       }
     }
-    if (fastest == std::numeric_limits<double>::infinity()) ctx.throw_does_not_fit(i);
-    if (!rungs.empty()) cheapest = std::max(cheapest, ladder_work(i, false));
-    work += cheapest;
+    if (fastest == inf) ctx.throw_does_not_fit(i);
     critical = std::max(critical, fastest);
+    // A sample too large for a rung at a degree is never run there with that recomputation.
+    for (std::size_t r = 1; r < rungs.size(); ++r)
+      for (std::size_t k = 0; k < ctx.degrees().size(); ++k)
+        for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
+          if (rungs[r].capacity[k][j] == 0) continue;
+          const auto sp = ctx.style(k, j);
+          if (static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {rungs[r].hi, rungs[r].selective}, sp))) >
+              ctx.budget())
+            continue;
+          const double m = bound_detail::marginal_at(cost, shape, ctx.config(k, {rungs[r].lo, rungs[r].selective}, sp));
+          candidates.push_back({std::max(fixed[k][j].empty, fixed[k][j].beyond_marginals + m),
+                                static_cast<double>(ctx.degree(k)), m, static_cast<std::uint32_t>(r),
+                                static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(j), false});
+        }
+    menu.push_back(i);
+    menu_begin.push_back(candidates.size());
   }
-  return std::max(work / static_cast<double>(ctx.gpus()), critical);
+  // The work of every room at weight index w_of(room), each menu sample running only where its
+  // micro-step ends by `deadline`.
+  const auto work_by = [&](double deadline, const auto& w_of) {
+    std::vector<double> work(rooms.rooms.size(), 0.0);
+    for (std::size_t b = 0; b < rooms.rooms.size(); ++b) work[b] = short_work[b][w_of(b)];
+    for (std::size_t x = 0; x < menu.size(); ++x) {
+      const auto i = menu[x];
+      const auto room = rooms.room_of[i];
+      const double lambda = weights[w_of(room)];
+      const auto tokens = static_cast<double>(ctx.shape(i).tokens);
+      work[room] += bound_detail::least_share(
+          std::span(candidates).subspan(menu_begin[x], menu_begin[x + 1] - menu_begin[x]), with_ladder, deadline,
+          [&](const bound_detail::run_candidate& c) {
+            return c.gpus * (lambda * c.marginal + tokens * rho(c.rung, room, lambda, c.k, c.j));
+          });
+    }
+    return work;
+  };
+  // Per room, the weight whose work is largest with no deadline.
+  std::vector<std::size_t> weight_of(rooms.rooms.size(), 0);
+  std::vector<double> heaviest(rooms.rooms.size(), -inf);
+  for (std::size_t w = 0; w < weights.size(); ++w) {
+    const auto work = work_by(inf, [&](std::size_t) { return w; });
+    for (std::size_t b = 0; b < rooms.rooms.size(); ++b)
+      if (work[b] > heaviest[b]) {
+        heaviest[b] = work[b];
+        weight_of[b] = w;
+      }
+  }
+  const auto total_by = [&](double deadline) {
+    const auto work = work_by(deadline, [&](std::size_t b) { return weight_of[b]; });
+    return std::accumulate(work.begin(), work.end(), 0.0) / static_cast<double>(ctx.gpus());
+  };
+  const double bound = std::max(total_by(inf), critical);
+  if (!options.deadline || menu.empty()) return bound;
+  // No plan ends by a makespan M whose work, every sample run only where it ends by M, is
+  // above M on every GPU: the bound is the largest such M (bisection between the bound without
+  // deadlines, which ends by none that its work exceeds, and a makespan that holds its work).
+  double lo = bound;
+  double hi = bound;
+  for (int doubling = 0; doubling < 64 && total_by(hi) > hi; ++doubling) hi *= 2;
+  if (!(total_by(hi) <= hi)) return bound;
+  for (int step = 0; step < 60 && hi - lo > 1e-9 * hi; ++step) {
+    const double mid = 0.5 * (lo + hi);
+    (total_by(mid) > mid ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 }  // namespace dcp::detail

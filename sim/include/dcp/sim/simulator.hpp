@@ -113,6 +113,13 @@ namespace detail {
          ", ranks " + std::to_string(m.first_rank) + ".." + std::to_string(m.last_rank()) + ")";
 }
 
+/// A sample's grid, "frames x height x width", or "text".
+[[nodiscard]] inline std::string grid_text(const sample& s) {
+  if (!s.video) return "text";
+  return "video grid " + std::to_string(s.video->frames) + " x " + std::to_string(s.video->height) + " x " +
+         std::to_string(s.video->width);
+}
+
 /// Lognormal multiplier with mean 1.
 [[nodiscard]] inline double noise_factor(workload::rng& random, double sigma) {
   if (sigma <= 0) return 1.0;
@@ -124,8 +131,9 @@ namespace detail {
 /// Executes `plan` for `batch` on `truth`. Throws dcp::error (invalid_spec / invalid_sample)
 /// naming the micro-step, sample or field for: a plan for another cluster size, a group outside
 /// the cluster or with an invalid config, a sample id not in the batch, a sample in two
-/// micro-steps or in none (require_every_sample), and two micro-steps with the same sequence
-/// number sharing a rank (ranks could take them in opposite orders and deadlock).
+/// micro-steps or in none (require_every_sample), a micro-step holding video clips of two grids
+/// or video beside text, and two micro-steps with the same sequence number sharing a rank
+/// (ranks could take them in opposite orders and deadlock).
 [[nodiscard]] inline step_result simulate(const step_plan& plan, std::span<const sample> batch,
                             const truth_model& truth, const sim_options& options = {}) {
   const auto& cluster = truth.cluster();
@@ -180,6 +188,18 @@ namespace detail {
                              detail::describe(steps[owner[k]], owner[k]) + " and in " +
                              detail::describe(steps[i], i) + "; each sample must run once");
       owner[k] = i;
+      // Video clips are batched as dense tensors of one latent grid (varlen_buckets): a
+      // micro-step holds clips of one grid, or text only. The truth bound counts on it.
+      if (!steps[i].sample_ids.empty() && id != steps[i].sample_ids.front()) {
+        const auto& first = batch[std::lower_bound(by_id.begin(), by_id.end(),
+                                                   std::make_pair(steps[i].sample_ids.front(), std::size_t{0}))
+                                      ->second];
+        if (first.video != batch[k].video)
+          throw invalid_sample("simulate: " + detail::describe(steps[i], i) + " holds sample id " +
+                               std::to_string(id) + " (" + detail::grid_text(batch[k]) + ") beside sample id " +
+                               std::to_string(first.id) + " (" + detail::grid_text(first) +
+                               "); a micro-step holds video clips of one grid, or text only");
+      }
       shapes[i] += micro_batch_shape::of(batch[k]);
     }
     // validate_batch bounds the batch's total and each sample runs once, so this cannot
