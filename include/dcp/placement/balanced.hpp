@@ -6,11 +6,13 @@
 //     GPU-seconds whose time is at most T, once as if every sample started at 0 and once long
 //     samples first, each placed as chosen so that its start counts; candidates for T are the
 //     samples' own degree_option times; besides, every degree as one shared degree for all
-//     long samples;
+//     long samples; and the best-ranked allotment refined one class of like samples (one
+//     length and bucket) at a time to the degree that lowers its estimate;
 //  2. list scheduling — multi-GPU samples longest-first by degree (descending) on aligned
 //     blocks (the buddy order keeps every block's ranks equally loaded, so no rank idles
 //     inside a group), then single-GPU samples longest-processing-time-first;
-// then per-rank packing and a local search that moves samples off the last rank to finish.
+// then per-rank packing and a local search that moves samples off the last rank to finish,
+// swaps them for shorter ones, and else swaps whole micro-batches for shorter ones.
 // Every allotment scheduled is also scheduled with each block's samples packed into shared
 // micro-batches where that is faster, and the best once more with short samples in the room its
 // multi-GPU micro-batches leave, as a static layout packs them; the fastest plan counts.
@@ -27,6 +29,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -123,7 +126,15 @@ public:
       }
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    // Each shared degree once more around the best-ranked allotment: a long sample that alone
+    // The best-ranked allotment refined a class of like samples at a time (refine()): scheduled
+    // below beside the others rather than ranked among them (the fluid estimate that refines it
+    // does not see the fill, so it only adds a plan to choose from), and what the shared
+    // degrees below are built around.
+    std::optional<std::pair<double, std::vector<std::size_t>>> refined;
+    if (!ranked.empty())
+      if (auto choice = refine(seen[ranked.front().second], ranked.front().first))
+        refined.emplace(fluid_estimate(*choice).estimate, std::move(*choice));
+    // Each shared degree once more around the best-ranked (or refined) allotment: a long sample that alone
     // at the shared degree would outlast that allotment's estimated step keeps its degree there
     // (one very long sample on many GPUs, the others packed on fewer, as FlexSP's groups do).
     // Its packed blocks may cross nodes where each of their samples alone would not need to:
@@ -136,7 +147,8 @@ public:
     std::optional<capped_choice> capped;
     if (options_.share_micro_batches && !ranked.empty())
       for (std::size_t k = 1; k < ctx_.degrees().size(); ++k) {
-        auto choice = allot_shared(k, ranked.front().first, seen[ranked.front().second]);
+        auto choice = refined ? allot_shared(k, refined->first, refined->second)
+                              : allot_shared(k, ranked.front().first, seen[ranked.front().second]);
         if (!choice) continue;
         const auto fluid = fluid_estimate(*choice, true);
         if (fluid.needless_crossing && !options_.cross_nodes_when_faster) continue;
@@ -174,6 +186,8 @@ public:
       if (consider(seen[ranked[n].second])) ++valid;
     if (!best && !consider(allot(std::numeric_limits<double>::infinity())))
       throw error("balanced_placement: internal error, the relaxed target gave no valid plan");
+    // The refined allotment, only where its estimate is below the best plan's makespan.
+    if (refined && refined->first < best->makespan_seconds) consider(refined->second);
     // One more full schedule, only where the fluid estimate says unneeded crossings may win.
     if (options_.cross_nodes_when_faster && loose && loose->first < best->makespan_seconds)
       consider(seen[loose->second], true);
@@ -381,6 +395,63 @@ private:
       const auto d = ctx_.degree(best);
       if (d > 1) blocks.occupy(best_slot.first_rank, d, best_slot.start + item.menu[best].seconds);
     }
+    return choice;
+  }
+
+  // The allotment `choice` (fluid estimate `estimate`) changed a class of like long samples
+  // (one length and bucket, one degree) at a time to another degree each may use, where that
+  // lowers the fluid estimate: the allotments above give every sample a degree for one target,
+  // so none of them runs the longest clips at a degree that saves GPU-seconds while the
+  // shorter ones keep the larger degree that keeps their runs short. Classes with the most
+  // GPU-seconds first, at most `evaluations` fluid estimates; nullopt when nothing improves.
+  [[nodiscard]] std::optional<std::vector<std::size_t>> refine(std::vector<std::size_t> choice,
+                                                               double estimate) const {
+    constexpr std::size_t evaluations = 16;
+    std::size_t left = evaluations;
+    bool changed = false;
+    std::vector<std::size_t> order(longs_.size());
+    const auto key = [&](std::size_t j) {
+      return std::tuple{choice[j], ctx_.bucket(longs_[j].sample), ctx_.shape(longs_[j].sample).tokens};
+    };
+    for (bool improved = true; improved && left > 0;) {
+      improved = false;
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return key(a) != key(b) ? key(a) < key(b) : a < b;
+      });
+      // Classes as [begin, end) runs of `order`, by GPU-seconds descending.
+      std::vector<std::tuple<double, std::size_t, std::size_t>> classes;
+      for (std::size_t b = 0; b < order.size();) {
+        std::size_t e = b + 1;
+        while (e < order.size() && key(order[e]) == key(order[b])) ++e;
+        const auto& o = longs_[order[b]].menu[choice[order[b]]];
+        classes.emplace_back(-static_cast<double>(e - b) * static_cast<double>(ctx_.degree(choice[order[b]])) * o.seconds,
+                             b, e);
+        b = e;
+      }
+      std::sort(classes.begin(), classes.end());
+      for (const auto& [weight, b, e] : classes) {
+        if (left == 0) break;
+        const auto from = choice[order[b]];
+        for (std::size_t k = 0; k < ctx_.degrees().size() && left > 0; ++k) {
+          if (k == from || !std::all_of(order.begin() + static_cast<std::ptrdiff_t>(b),
+                                        order.begin() + static_cast<std::ptrdiff_t>(e),
+                                        [&](std::size_t j) { return may_use(longs_[j], k, estimate); }))
+            continue;
+          auto trial = choice;
+          for (auto x = b; x < e; ++x) trial[order[x]] = k;
+          --left;
+          const auto fluid = fluid_estimate(trial);
+          if (fluid.needless_crossing || !(fluid.estimate < estimate * (1.0 - 1e-9))) continue;
+          choice = std::move(trial);
+          estimate = fluid.estimate;
+          changed = improved = true;
+          break;
+        }
+        if (improved) break;  // classes change with the choice
+      }
+    }
+    if (!changed) return std::nullopt;
     return choice;
   }
 
@@ -1040,6 +1111,53 @@ private:
       }
       return false;
     };
+    // Where no sample moves or swaps, whole micro-batches swap: a micro-batch of the late rank
+    // for a shorter one of another rank that finishes earlier (times differing by less than the
+    // gap, closest to half of it first). A micro-batch at degree 1 takes the same time on every
+    // rank, so nothing is re-timed; this is what a late rank of single long clips needs where
+    // the earliest ranks hold only longer ones and the shorter clips are packed elsewhere.
+    std::vector<std::pair<double, std::size_t>> runs;  // the partner's micro-batches by time
+    const auto try_batch_swap = [&](std::size_t late, std::size_t early) {
+      const double gap = end[late] - end[early];
+      runs.clear();
+      for (std::size_t q = 0; q < batches[early].size(); ++q)
+        if (!batches[early][q].samples.empty()) runs.emplace_back(batches[early][q].run.seconds, q);
+      std::sort(runs.begin(), runs.end());
+      double best_off = std::numeric_limits<double>::infinity();
+      std::size_t best_p = 0, best_q = 0;
+      for (std::size_t p = 0; p < batches[late].size(); ++p) {
+        if (batches[late][p].samples.empty()) continue;
+        const double x = batches[late][p].run.seconds;
+        const auto at = std::lower_bound(runs.begin(), runs.end(), std::pair{x - 0.5 * gap, std::size_t{0}});
+        for (auto it : {at, at == runs.begin() ? runs.end() : std::prev(at)}) {
+          if (it == runs.end() || !(it->first < x) || !(x - it->first < gap)) continue;
+          const double off = std::abs(x - it->first - 0.5 * gap);
+          if (off < best_off) {
+            best_off = off;
+            best_p = p;
+            best_q = it->second;
+          }
+        }
+      }
+      if (best_off == std::numeric_limits<double>::infinity()) return false;
+      const double delta = batches[late][best_p].run.seconds - batches[early][best_q].run.seconds;
+      return accept(late, early, end[late] - delta, end[early] + delta, [&] {
+        auto& from = batches[late][best_p];
+        auto& to = batches[early][best_q];
+        for (const auto i : from.samples) {
+          items[late].erase(std::find(items[late].begin(), items[late].end(), i));
+          items[early].push_back(i);
+          batch_of[i] = static_cast<std::uint32_t>(best_q);
+        }
+        for (const auto i : to.samples) {
+          items[early].erase(std::find(items[early].begin(), items[early].end(), i));
+          items[late].push_back(i);
+          batch_of[i] = static_cast<std::uint32_t>(best_p);
+        }
+        std::swap(from, to);
+      });
+    };
+    constexpr std::size_t batch_swap_partners = 16;
     constexpr std::size_t swap_partners = 4;
     std::vector<std::size_t> by_end(gpus_);
     std::iota(by_end.begin(), by_end.end(), std::size_t{0});
@@ -1055,9 +1173,15 @@ private:
       const auto partners = std::min(gpus_, swap_partners);
       std::partial_sort(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), by_end.end(),
                         [&](std::size_t x, std::size_t y) { return end[x] != end[y] ? end[x] < end[y] : x < y; });
-      if (std::none_of(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), [&](std::size_t q) {
+      if (std::any_of(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), [&](std::size_t q) {
             return q != late && end[q] < end[late] && try_swap(late, q, end[late] - end[q]);
           }))
+        continue;
+      const auto batch_partners = std::min(gpus_, batch_swap_partners);
+      std::partial_sort(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(batch_partners), by_end.end(),
+                        [&](std::size_t x, std::size_t y) { return end[x] != end[y] ? end[x] < end[y] : x < y; });
+      if (std::none_of(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(batch_partners),
+                       [&](std::size_t q) { return q != late && end[q] < end[late] && try_batch_swap(late, q); }))
         break;
     }
     for (auto& rank : batches)
