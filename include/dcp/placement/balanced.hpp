@@ -1177,6 +1177,10 @@ private:
             return q != late && end[q] < end[late] && try_swap(late, q, end[late] - end[q]);
           }))
         continue;
+      // Only for a rank that ends more than 1 % after the mean: each swap opens more rounds of
+      // moves, and on Wikipedia at 1,024 x 100K, where moves and swaps leave the late rank within
+      // a fraction of a per cent, 31 % more rounds took 40 % more time for no better plan.
+      if (end[late] <= 1.01 * std::accumulate(end.begin(), end.end(), 0.0) / static_cast<double>(gpus_)) break;
       const auto batch_partners = std::min(gpus_, batch_swap_partners);
       std::partial_sort(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(batch_partners), by_end.end(),
                         [&](std::size_t x, std::size_t y) { return end[x] != end[y] ? end[x] < end[y] : x < y; });
