@@ -309,6 +309,7 @@ template <class Context>
   std::vector<std::size_t> menu_begin{0};          // their candidates' offsets
   std::vector<bound_detail::run_candidate> candidates;
   constexpr std::size_t always_menu = 64;  // samples are in canonical order, longest first
+  std::vector<double> rung_marginals;      // a short sample's marginal at each rung's lo
   double critical = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& single = ctx.alone(i, 0);
@@ -317,12 +318,13 @@ template <class Context>
     const std::size_t room = rooms.room_of[i];
     if (single.feasible && single.recompute == relaxed && i >= always_menu) {
       const double m = ctx.marginal_seconds(i, single, 0);
+      rung_marginals.clear();
+      for (std::size_t r = 1; r < rungs.size(); ++r)
+        rung_marginals.push_back(bound_detail::marginal_at(cost, shape, ctx.config(0, {rungs[r].lo, rungs[r].selective})));
       for (std::size_t w = 0; w < weights.size(); ++w) {
         double ladder = with_ladder ? inf : 0.0;
         for (std::size_t r = 1; r < rungs.size(); ++r)
-          ladder = std::min(ladder, weights[w] * bound_detail::marginal_at(cost, shape,
-                                                                           ctx.config(0, {rungs[r].lo, rungs[r].selective})) +
-                                        tokens * cheapest[r][room][w]);
+          ladder = std::min(ladder, weights[w] * rung_marginals[r - 1] + tokens * cheapest[r][room][w]);
         short_work[room][w] += std::max(weights[w] * m + tokens * (shares ? cheapest[0][room][w] : 0.0), ladder);
       }
       continue;
