@@ -131,9 +131,7 @@ public:
     // does not see the fill, so it only adds a plan to choose from), and what the shared
     // degrees below are built around.
     std::optional<std::pair<double, std::vector<std::size_t>>> refined;
-    if (!ranked.empty())
-      if (auto choice = refine(seen[ranked.front().second], ranked.front().first))
-        refined.emplace(fluid_estimate(*choice).estimate, std::move(*choice));
+    if (!ranked.empty()) refined = refine(seen[ranked.front().second], ranked.front().first);
     // Each shared degree once more around the best-ranked (or refined) allotment: a long sample that alone
     // at the shared degree would outlast that allotment's estimated step keeps its degree there
     // (one very long sample on many GPUs, the others packed on fewer, as FlexSP's groups do).
@@ -403,9 +401,10 @@ private:
   // lowers the fluid estimate: the allotments above give every sample a degree for one target,
   // so none of them runs the longest clips at a degree that saves GPU-seconds while the
   // shorter ones keep the larger degree that keeps their runs short. Classes with the most
-  // GPU-seconds first, at most `evaluations` fluid estimates; nullopt when nothing improves.
-  [[nodiscard]] std::optional<std::vector<std::size_t>> refine(std::vector<std::size_t> choice,
-                                                               double estimate) const {
+  // GPU-seconds first, at most `evaluations` fluid estimates; the refined allotment's estimate
+  // and the allotment, nullopt when nothing improves.
+  [[nodiscard]] std::optional<std::pair<double, std::vector<std::size_t>>> refine(std::vector<std::size_t> choice,
+                                                                                 double estimate) const {
     constexpr std::size_t evaluations = 16;
     std::size_t left = evaluations;
     bool changed = false;
@@ -452,7 +451,7 @@ private:
       }
     }
     if (!changed) return std::nullopt;
-    return choice;
+    return std::pair{estimate, std::move(choice)};
   }
 
   // Degree index per long item: the smallest degree at which it runs with the recompute

@@ -126,6 +126,10 @@ public:
   [[nodiscard]] sequence_parallel style(std::size_t k, std::size_t j) const noexcept { return styles_[k][j].sp; }
   /// An empty micro-batch's time at degree index k in its default style (the first).
   [[nodiscard]] double empty_seconds(std::size_t k) const noexcept { return styles_[k].front().empty_seconds; }
+  /// An empty micro-batch's time, and the fixed part of cost_model requirement 5, at degree
+  /// index k in its j-th style, without recomputation.
+  [[nodiscard]] double empty_seconds(std::size_t k, std::size_t j) const noexcept { return styles_[k][j].empty_seconds; }
+  [[nodiscard]] double fixed_seconds(std::size_t k, std::size_t j) const noexcept { return styles_[k][j].fixed_seconds; }
   /// The least fixed part (cost_model requirement 5) of a micro-step at degree index k without
   /// recomputation, over the styles it may run.
   [[nodiscard]] double least_fixed_seconds(std::size_t k) const noexcept {

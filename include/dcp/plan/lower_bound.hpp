@@ -157,14 +157,12 @@ struct fixed_cost {
 
 template <class Context>
 [[nodiscard]] std::vector<std::vector<fixed_cost>> fixed_costs(const Context& ctx, bool shares) {
-  const auto& cost = ctx.problem().cost;
   std::vector<std::vector<fixed_cost>> out(ctx.degrees().size());
   if (!shares) return out;
   for (std::size_t k = 0; k < ctx.degrees().size(); ++k)
     for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
-      const auto c = ctx.config(k, {}, ctx.style(k, j));
-      const double f = std::max(0.0, dcp::detail::fixed_seconds_of(cost, c));
-      out[k].push_back({f, std::max(f, static_cast<double>(cost.seconds(micro_batch_shape{}, c)))});
+      const double f = std::max(0.0, ctx.fixed_seconds(k, j));
+      out[k].push_back({f, std::max(f, ctx.empty_seconds(k, j))});
     }
   return out;
 }

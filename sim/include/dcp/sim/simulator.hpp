@@ -177,6 +177,7 @@ namespace detail {
   std::vector<micro_batch_shape> shapes(count);
   step_result result;
   for (std::size_t i = 0; i < count; ++i) {
+    std::size_t first = none;  // the micro-step's first sample, whose grid the others share
     for (auto id : steps[i].sample_ids) {
       const auto it = std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(id, std::size_t{0}));
       if (it == by_id.end() || it->first != id)
@@ -190,16 +191,12 @@ namespace detail {
       owner[k] = i;
       // Video clips are batched as dense tensors of one latent grid (varlen_buckets): a
       // micro-step holds clips of one grid, or text only. The truth bound counts on it.
-      if (!steps[i].sample_ids.empty() && id != steps[i].sample_ids.front()) {
-        const auto& first = batch[std::lower_bound(by_id.begin(), by_id.end(),
-                                                   std::make_pair(steps[i].sample_ids.front(), std::size_t{0}))
-                                      ->second];
-        if (first.video != batch[k].video)
-          throw invalid_sample("simulate: " + detail::describe(steps[i], i) + " holds sample id " +
-                               std::to_string(id) + " (" + detail::grid_text(batch[k]) + ") beside sample id " +
-                               std::to_string(first.id) + " (" + detail::grid_text(first) +
-                               "); a micro-step holds video clips of one grid, or text only");
-      }
+      if (first == none) first = k;
+      else if (batch[first].video != batch[k].video)
+        throw invalid_sample("simulate: " + detail::describe(steps[i], i) + " holds sample id " +
+                             std::to_string(id) + " (" + detail::grid_text(batch[k]) + ") beside sample id " +
+                             std::to_string(batch[first].id) + " (" + detail::grid_text(batch[first]) +
+                             "); a micro-step holds video clips of one grid, or text only");
       shapes[i] += micro_batch_shape::of(batch[k]);
     }
     // validate_batch bounds the batch's total and each sample runs once, so this cannot
