@@ -226,7 +226,10 @@ private:
     for (std::size_t i = 0; i < n; ++i) {
       several_buckets_ = several_buckets_ || ctx_.bucket(i) != ctx_.bucket(0);
       const auto& single = ctx_.alone(i, 0);
-      estimate_[i] = single.feasible ? ctx_.packed_estimate(i, 0, single) : 0.0;
+      // Samples of one shape share their option, and so their estimate.
+      const auto alike = ctx_.first_alike(i);
+      if (alike != i) estimate_[i] = estimate_[alike];
+      else estimate_[i] = single.feasible ? ctx_.packed_estimate(i, 0, single) : 0.0;
       total += single.feasible ? estimate_[i] : 0.0;
     }
     const double threshold = options_.long_fraction * total / static_cast<double>(gpus_);

@@ -75,7 +75,13 @@ public:
         budget_(problem.cost.memory_budget()),
         degrees_(allowed_degrees(problem.cost.model(), problem.cost.cluster(), sp_)) {
     shapes_.reserve(problem.samples.size());
-    for (const auto& s : problem.samples) shapes_.push_back(micro_batch_shape::of(s));
+    first_alike_.reserve(problem.samples.size());
+    for (const auto& s : problem.samples) {
+      shapes_.push_back(micro_batch_shape::of(s));
+      const auto i = shapes_.size() - 1;
+      first_alike_.push_back(i > 0 && shapes_[i] == shapes_[i - 1] ? first_alike_[i - 1]
+                                                                   : static_cast<std::uint32_t>(i));
+    }
     for (auto d : degrees_) {
       auto& at = styles_.emplace_back();
       for (auto style : styles_at(sp_, d, problem.cost.model(), problem.cost.cluster())) {
@@ -95,6 +101,10 @@ public:
   [[nodiscard]] const placement_problem<M, R>& problem() const noexcept { return problem_; }
   [[nodiscard]] std::size_t size() const noexcept { return shapes_.size(); }
   [[nodiscard]] const micro_batch_shape& shape(std::size_t i) const noexcept { return shapes_[i]; }
+  /// The first sample of the run of equal shapes sample i is in (canonical order puts equal
+  /// lengths side by side): everything computed from a sample's shape alone is computed once
+  /// per run. (Indices fit 32 bits, as in the packer.)
+  [[nodiscard]] std::size_t first_alike(std::size_t i) const noexcept { return first_alike_[i]; }
   [[nodiscard]] std::int32_t bucket(std::size_t i) const noexcept { return problem_.buckets[i]; }
   /// The order samples are packed in, bucket descending then index: empty when that is index
   /// order (buckets never increase along the canonical order, the usual case), else computed
@@ -167,10 +177,12 @@ public:
     return {degrees_[k], o.sp, o.recompute};
   }
 
-  /// evaluate() of sample i alone at degree index k, computed once per (sample, degree). The
-  /// cache holds blocks of samples allocated when first asked for, so degrees only the long
-  /// samples are asked about cost memory for those blocks, not for the whole batch.
+  /// evaluate() of sample i alone at degree index k, computed once per (run of equal shapes,
+  /// degree): first_alike. The cache holds blocks of samples allocated when first asked for, so
+  /// degrees only the long samples are asked about cost memory for those blocks, not for the
+  /// whole batch.
   [[nodiscard]] const degree_option& alone(std::size_t i, std::size_t k) const {
+    i = first_alike_[i];
     auto& block = alone_[k][i / option_block::size];
     if (!block) block = std::make_unique_for_overwrite<option_block>();  // options left unbuilt
     const std::size_t j = i % option_block::size;
@@ -179,6 +191,19 @@ public:
       block->known[j] = true;
     }
     return block->options()[j];
+  }
+  /// marginal_seconds of sample i run as alone(i, k), computed once per (run of equal shapes,
+  /// degree): the static search and the bound both ask for it.
+  [[nodiscard]] double alone_marginal(std::size_t i, std::size_t k) const {
+    i = first_alike_[i];
+    const auto& option = alone(i, k);
+    auto& block = *alone_[k][i / option_block::size];
+    const std::size_t j = i % option_block::size;
+    if (!block.marginal_known[j]) {
+      block.marginals[j] = marginal_seconds(i, option, k);
+      block.marginal_known[j] = true;
+    }
+    return block.marginals[j];
   }
 
   /// Peak bytes of `shape` at degree index k in style `sp` if the recompute strategy runs it
@@ -340,6 +365,7 @@ private:
   double budget_;
   std::vector<std::int64_t> degrees_;
   std::vector<micro_batch_shape> shapes_;
+  std::vector<std::uint32_t> first_alike_;
   /// An empty micro-batch's costs in one style at one degree.
   struct layout_costs {
     sequence_parallel sp;
@@ -355,13 +381,16 @@ private:
       if (e.sp == sp) return e;
     return styles_[k].front();
   }
-  // 1,024 options, each constructed when first computed (a block is not filled on allocation:
-  // a 1,000-sample batch reads one block per degree, often only part of it).
+  // 1,024 options and their marginal times, each computed when first asked for (a block is not
+  // filled on allocation: a 1,000-sample batch reads one block per degree, often only part of
+  // it).
   struct option_block {
     static constexpr std::size_t size = 1024;
     static_assert(std::is_trivially_destructible_v<degree_option>);
     alignas(degree_option) std::byte storage[size * sizeof(degree_option)];
     std::array<bool, size> known{};
+    std::array<double, size> marginals;  // read only where marginal_known
+    std::array<bool, size> marginal_known{};
     [[nodiscard]] degree_option* options() noexcept {
       return std::launder(reinterpret_cast<degree_option*>(storage));
     }

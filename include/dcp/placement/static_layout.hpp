@@ -55,7 +55,7 @@ template <class Context>
     for (const auto& group : assigned) {
       if (group.empty()) continue;
       double floor = fixed;
-      for (const auto i : group) floor += ctx.marginal_seconds(i, ctx.alone(i, k), k);
+      for (const auto i : group) floor += ctx.alone_marginal(i, k);
       if (floor >= beat) return std::nullopt;
     }
   }
@@ -85,7 +85,7 @@ template <class Context>
   for (std::size_t i = 0; i < ctx.size(); ++i) {
     const auto& alone = ctx.alone(i, k);
     if (!alone.feasible || alone.seconds >= bound) return false;
-    work += ctx.marginal_seconds(i, alone, k);
+    work += ctx.alone_marginal(i, k);
     if (work / groups >= bound) return false;
   }
   return true;

@@ -315,7 +315,7 @@ template <class Context>
     const auto tokens = static_cast<double>(shape.tokens);
     const std::size_t room = rooms.room_of[i];
     if (single.feasible && single.recompute == relaxed && i >= always_menu) {
-      const double m = ctx.marginal_seconds(i, single, 0);
+      const double m = ctx.alone_marginal(i, 0);
       rung_marginals.clear();
       for (std::size_t r = 1; r < rungs.size(); ++r)
         rung_marginals.push_back(bound_detail::marginal_at(cost, shape, ctx.config(0, {rungs[r].lo, rungs[r].selective})));
@@ -333,9 +333,10 @@ template <class Context>
       // Every style the degree allows (one unless automatic): the cheapest of them need not be
       // the fastest, which is what alone() keeps.
       for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
-        const auto o = ctx.style_count(k) == 1 ? ctx.alone(i, k) : ctx.evaluate(shape, k, ctx.style(k, j));
+        const bool alone = ctx.style_count(k) == 1;
+        const auto o = alone ? ctx.alone(i, k) : ctx.evaluate(shape, k, ctx.style(k, j));
         if (!o.feasible) continue;
-        const double m = ctx.marginal_seconds(i, o, k);
+        const double m = alone ? ctx.alone_marginal(i, k) : ctx.marginal_seconds(i, o, k);
         const double floor = shares ? std::max(fixed[k][j].empty, fixed[k][j].beyond_marginals + m) : m;
         candidates.push_back({floor, d, m, 0, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(j), true});
         fastest = std::min(fastest, o.seconds);
