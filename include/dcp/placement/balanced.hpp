@@ -1075,13 +1075,13 @@ private:
     const auto try_swap = [&](std::size_t late, std::size_t early, double gap) {
       shorter.clear();
       for (const auto y : items[early]) shorter.emplace_back(estimate_[y], y);
-      std::sort(shorter.begin(), shorter.end());
+      std::sort(shorter.begin(), shorter.end(), pair_less{});
       // For each sample x of the late rank, the early rank's samples nearest below and above
       // estimate(x) - gap / 2 that still differ from it by more than 0 and less than the gap.
       pairs.clear();
       for (const auto x : items[late]) {
         const double want = estimate_[x] - 0.5 * gap;
-        const auto at = std::lower_bound(shorter.begin(), shorter.end(), std::pair{want, std::size_t{0}});
+        const auto at = std::lower_bound(shorter.begin(), shorter.end(), std::pair{want, std::size_t{0}}, pair_less{});
         for (auto it : {at, at == shorter.begin() ? shorter.end() : std::prev(at)})
           if (it != shorter.end() && it->first < estimate_[x] && estimate_[x] - it->first < gap)
             pairs.emplace_back(x, it->second);
@@ -1124,13 +1124,13 @@ private:
       runs.clear();
       for (std::size_t q = 0; q < batches[early].size(); ++q)
         if (!batches[early][q].samples.empty()) runs.emplace_back(batches[early][q].run.seconds, q);
-      std::sort(runs.begin(), runs.end());
+      std::sort(runs.begin(), runs.end(), pair_less{});
       double best_off = std::numeric_limits<double>::infinity();
       std::size_t best_p = 0, best_q = 0;
       for (std::size_t p = 0; p < batches[late].size(); ++p) {
         if (batches[late][p].samples.empty()) continue;
         const double x = batches[late][p].run.seconds;
-        const auto at = std::lower_bound(runs.begin(), runs.end(), std::pair{x - 0.5 * gap, std::size_t{0}});
+        const auto at = std::lower_bound(runs.begin(), runs.end(), std::pair{x - 0.5 * gap, std::size_t{0}}, pair_less{});
         for (auto it : {at, at == runs.begin() ? runs.end() : std::prev(at)}) {
           if (it == runs.end() || !(it->first < x) || !(x - it->first < gap)) continue;
           const double off = std::abs(x - it->first - 0.5 * gap);
