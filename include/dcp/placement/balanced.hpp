@@ -109,9 +109,12 @@ public:
       if (!fluid.needless_crossing) ranked.emplace_back(fluid.estimate, seen.size() - 1);
       else if (!loose || fluid.estimate < loose->first) loose.emplace(fluid.estimate, seen.size() - 1);
     };
+    // allot_placed() gives one allotment for every target in [same.first, same.second) (each
+    // run's end compares with them alike): a target there would only offer it again.
+    std::pair<double, double> same{1.0, 0.0};  // empty
     for (const double target : targets) {
       offer(allot(target));
-      offer(allot_placed(target));
+      if (!(same.first <= target && target < same.second)) offer(allot_placed(target, same));
     }
     for (std::size_t doubled = 0; doubled < 5; ++doubled) offer(allot_unrecomputed(doubled));
     // Every degree as one shared degree for the long samples, ranked by its fluid estimate
@@ -350,7 +353,11 @@ private:
   // in-node runs recompute). A sample that no degree brings in by the target
   // takes the one that ends first. Unlike allot(), a sample behind a world-sized one sees that it
   // starts late, so it is given the larger degree that still ends in time.
-  [[nodiscard]] std::vector<std::size_t> allot_placed(double target) const {
+  // The target is read only by comparing ends with it: `same` is set to the range of targets
+  // that compare every end alike, [latest end in time, earliest end late), which make the same
+  // choices.
+  [[nodiscard]] std::vector<std::size_t> allot_placed(double target, std::pair<double, double>& same) const {
+    same = {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
     std::vector<std::size_t> choice(longs_.size(), 0);
     block_loads blocks(ctx_.gpus());
     for (const auto j : long_first_) {
@@ -379,7 +386,11 @@ private:
           soonest_end = end;
           soonest = k;
         }
-        if (end > target) continue;
+        if (end > target) {
+          same.second = std::min(same.second, end);
+          continue;
+        }
+        same.first = std::max(same.first, end);
         const double cost = static_cast<double>(d) * o.seconds + slot.idle;
         if ((preferred && !best_preferred) || (preferred == best_preferred && cost < best_cost)) {
           best = k;
