@@ -183,14 +183,10 @@ public:
   /// whole batch.
   [[nodiscard]] const degree_option& alone(std::size_t i, std::size_t k) const {
     i = first_alike_[i];
-    auto& block = alone_[k][i / option_block::size];
-    if (!block) block = std::make_unique_for_overwrite<option_block>();  // options left unbuilt
+    const auto& block = alone_[k][i / option_block::size];
     const std::size_t j = i % option_block::size;
-    if (!block->known[j]) {
-      std::construct_at(block->options() + j, evaluate(shapes_[i], k));
-      block->known[j] = true;
-    }
-    return block->options()[j];
+    if (block && block->known[j]) return block->options()[j];  // the usual case, kept small
+    return compute_alone(i, k);
   }
   /// marginal_seconds of sample i run as alone(i, k), computed once per (run of equal shapes,
   /// degree): the static search and the bound both ask for it.
@@ -376,6 +372,16 @@ private:
   std::vector<std::vector<layout_costs>> styles_;  ///< per degree index, in styles_at order
   std::vector<double> empty_bytes_;  ///< per degree index, the largest over its styles
 
+  // alone(i, k) computed and cached (i the first of its run of equal shapes).
+  [[nodiscard]] const degree_option& compute_alone(std::size_t i, std::size_t k) const {
+    auto& block = alone_[k][i / option_block::size];
+    if (!block) block = std::make_unique_for_overwrite<option_block>();  // options left unbuilt
+    const std::size_t j = i % option_block::size;
+    std::construct_at(block->options() + j, evaluate(shapes_[i], k));
+    block->known[j] = true;
+    return block->options()[j];
+  }
+
   [[nodiscard]] const layout_costs& layout_of(std::size_t k, sequence_parallel sp) const noexcept {
     for (const auto& e : styles_[k])
       if (e.sp == sp) return e;
@@ -489,10 +495,10 @@ public:
     joined_.reserve(expected);
   }
 
-  void add(std::size_t i) {
+  /// Adds sample i, whose alone option at the packer's degree is `alone`.
+  void add(std::size_t i, const degree_option& alone) {
     if (!batches_.empty() && ctx_.bucket(i) != bucket_) bucket_begin_ = batches_.size();
     bucket_ = ctx_.bucket(i);
-    const auto& alone = ctx_.alone(i, k_);
     // What the sample needs on its own, less a little for rounding: bins with less free room are
     // skipped without asking the cost model (memory is close to additive in samples).
     const double need = 0.999 * (alone.peak_bytes - ctx_.empty_bytes(k_));
@@ -603,7 +609,7 @@ std::vector<packed_batch> pack_to_budget(const Context& ctx, std::vector<std::si
   }
   const auto pack = [&](bool dense) {
     detail::first_fit_packer<Context> packer(ctx, k, smallest_need, items.size(), dense);
-    for (auto i : items) packer.add(i);
+    for (auto i : items) packer.add(i, ctx.alone(i, k));
     return std::move(packer).finish();
   };
   auto out = pack(false);
@@ -651,8 +657,9 @@ template <class Context>
       packers.emplace_back(ctx, k, smallest_need[g], groups[g].size(), dense);
   }
   each([&](std::size_t i, std::uint32_t g) {
-    packers[g].add(i);
-    if (both) packers[groups.size() + g].add(i);
+    const auto& alone = ctx.alone(i, k);
+    packers[g].add(i, alone);
+    if (both) packers[groups.size() + g].add(i, alone);
   });
   std::vector<std::vector<packed_batch>> out;
   out.reserve(groups.size());
