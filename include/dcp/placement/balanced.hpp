@@ -543,8 +543,19 @@ private:
   [[nodiscard]]
   block_assignment place_blocks(const std::vector<std::size_t>& choice, bool with_short = true, bool share = false) const {
     block_assignment a;
+    place_blocks(choice, with_short, share, a);
+    return a;
+  }
+  // place_blocks() into `a`, whose buffers are reused (the fluid estimate of every allotment
+  // tried writes into the same one).
+  void place_blocks(const std::vector<std::size_t>& choice, bool with_short, bool share, block_assignment& a) const {
     a.free.assign(gpus_, 0.0);
-    std::vector<std::size_t> order;
+    a.multi.clear();
+    a.members.clear();
+    a.packed = false;
+    a.singles.clear();
+    auto& [order, load, apart, block_of, begin, placed, next] = placing_;
+    order.clear();
     order.reserve(longs_.size());
     a.singles.reserve(longs_.size());
     for (std::size_t j = 0; j < longs_.size(); ++j) {
@@ -564,9 +575,6 @@ private:
     a.members.reserve(order.size());
     // Per degree: each block's load and its time with one micro-step per sample; each sample's
     // block; the samples by block (on block b: placed[begin[b], begin[b + 1]), longest first).
-    // Declared once, so the buffers are reused from degree to degree.
-    std::vector<double> load, apart;
-    std::vector<std::size_t> block_of, begin, placed, next;
     for (std::size_t from = 0; from < order.size();) {
       const auto k = choice[order[from]];
       const auto d = ctx_.degree(k);
@@ -643,7 +651,6 @@ private:
                  });
       a.singles = std::move(merged);
     }
-    return a;
   }
 
   struct fluid {
@@ -655,7 +662,8 @@ private:
   // beat (the busiest block, or the average load); the estimate adds half the longest
   // single-GPU item for the granularity of the fill.
   [[nodiscard]] fluid fluid_estimate(const std::vector<std::size_t>& choice, bool share = false) const {
-    const auto a = place_blocks(choice, false, share);
+    auto& a = fluid_blocks_;
+    place_blocks(choice, false, share, a);
     double sum = std::accumulate(a.free.begin(), a.free.end(), 0.0) + short_sum_;
     double longest_single = short_max_;
     for (const auto& [e, i] : a.singles) {
@@ -1218,6 +1226,16 @@ private:
   double short_sum_ = 0;
   double short_max_ = 0;
   bool several_buckets_ = false;  // whether the samples span more than one bucket
+  // Buffers place_blocks() reuses from allotment to allotment (it is asked about dozens of
+  // allotments per plan): the long samples in placing order, and per degree each block's load
+  // and time apart, each sample's block, the samples by block and a cursor per block.
+  struct placing_buffers {
+    std::vector<std::size_t> order;
+    std::vector<double> load, apart;
+    std::vector<std::size_t> block_of, begin, placed, next;
+  };
+  mutable placing_buffers placing_;
+  mutable block_assignment fluid_blocks_;  // what fluid_estimate() places into
 };
 
 }  // namespace detail
