@@ -285,9 +285,18 @@ public:
   /// The recompute strategy's setting for this shape at degree index k in style `sp`, with its
   /// time and bytes.
   [[nodiscard]] degree_option evaluate(const micro_batch_shape& shape, std::size_t k, sequence_parallel sp) const {
-    const auto chosen = problem_.recompute.choose(problem_.cost, shape, config(k, {}, sp));
-    if (!chosen) return {};
-    return run(shape, k, *chosen, sp);
+    const auto c = config(k, {}, sp);
+    if constexpr (requires { problem_.recompute.choose_fitting(problem_.cost, shape, c); }) {
+      // The shipped strategies give the setting with the bytes they have just checked
+      // (recompute/strategies.hpp, chooses_by_fitting): one memory evaluation, not two.
+      const auto chosen = problem_.recompute.choose_fitting(problem_.cost, shape, c);
+      if (!chosen) return {};
+      return run_fitting(shape, k, chosen->setting, sp, chosen->peak_bytes);
+    } else {
+      const auto chosen = problem_.recompute.choose(problem_.cost, shape, c);
+      if (!chosen) return {};
+      return run(shape, k, *chosen, sp);
+    }
   }
 
   /// The fastest of evaluate(shape, k, style) over the styles degree index k allows: with an
