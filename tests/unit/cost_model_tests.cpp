@@ -555,3 +555,33 @@ TEST_CASE("Cost.Memory.a_group_holds_its_tokens_rounded_up_per_gpu") {
   CHECK(bytes(1001) == bytes(1008));
   CHECK(bytes(1001) > bytes(1000));
 }
+
+TEST_CASE("Cost.Analytic.ring_transfers_hide_behind_every_pass_attention_the_recomputed_forward_too") {
+  // A ring micro-step passes K and V chunks (r - 1 steps per layer and pass: forward, backward
+  // twice, a recomputed block's forward once more) behind the attention of the same passes, so
+  // what stays exposed is max(0, transfers - its whole attention); a recomputed forward adds
+  // both its transfers and its attention. Short sequences leave transfers exposed, long ones
+  // hide them. Degree 16 spans two nodes: the chunks go through the NICs.
+  const analytic_cost_model& m = llama();
+  const auto& model = m.model();
+  const double layers = static_cast<double>(model.layers);
+  bool some_exposed = false, some_hidden = false;
+  for (const std::int64_t tokens : {2048, 8192, 32768, 131072}) {
+    for (const auto recompute : {recompute_setting{}, recompute_setting::full(model.layers)}) {
+      const auto s = micro_batch_shape::of(text_sample(0, tokens));
+      const execution_config ring16{16, sequence_parallel::ring, recompute};
+      const double passes = 3.0 * layers + static_cast<double>(recompute.layers);
+      const double transfers = 15.0 * (static_cast<double>(tokens) / 16.0) * 2.0 *
+                               static_cast<double>(model.kv_hidden()) * 2.0 * passes /
+                               m.cluster().nic_bandwidth;
+      const double attention = m.attention_compute_seconds(s, ring16) / 16.0;
+      const double exposed = m.time_terms(s, ring16)[4];
+      CAPTURE(tokens);
+      CAPTURE(recompute.layers);
+      CHECK(exposed == doctest::Approx(std::max(0.0, transfers - attention)).epsilon(1e-9));
+      (exposed > 0 ? some_exposed : some_hidden) = true;
+    }
+  }
+  CHECK(some_exposed);
+  CHECK(some_hidden);
+}

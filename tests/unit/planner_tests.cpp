@@ -313,11 +313,13 @@ TEST_CASE("Planner.Sharing.long_and_short_samples_share_multi_gpu_micro_batches_
 TEST_CASE("Planner.Sharing.a_very_long_sample_keeps_its_degree_while_the_others_share_fewer_gpus") {
   // Llama-3-8B at 512K with ring on 32 H200, 1M tokens per step; the second batch holds a
   // 524,288-token document that needs all 32 GPUs and a tail of 10K-150K ones. The fastest plan
-  // the planner's model knows runs the long one alone at 32 and packs the others into two
-  // shared groups of 16, as FlexSP's groups do: with every long sample at one shared degree the
-  // long one would run at 16 under recomputation, and with one micro-step each the tail fills
-  // the ranks coarsely (18.996 s planned before the shared degree around the best allotment,
-  // FlexSP-like 18.373 s, ours now 18.433 s: level within 0.5 %, not ahead).
+  // the planner's model knows runs the long one at 32 and packs the others into two shared
+  // groups of 16, as FlexSP's groups do: with every long sample at one shared degree the long
+  // one would run at 16 under recomputation, and with one micro-step each the tail fills the
+  // ranks coarsely (18.996 s planned before the shared degree around the best allotment,
+  // FlexSP-like 18.373 s, ours 18.433 s: level within 0.5 %, not ahead). Since the ring's
+  // transfers hide behind the whole micro-step's attention (2026-12-03), a few short documents
+  // ride in the long one's micro-step, their transfers hidden behind its attention (18.451 s).
   training_spec training;
   training.sp = sequence_parallel::ring;
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()), training);
@@ -327,14 +329,15 @@ TEST_CASE("Planner.Sharing.a_very_long_sample_keeps_its_degree_while_the_others_
   REQUIRE(std::any_of(batch.begin(), batch.end(), [](const sample& s) { return s.tokens == 524'288; }));
   const auto plan = ours.plan(batch);
   CHECK(plan.makespan_seconds <= 1.005 * flexsp.plan(batch).makespan_seconds);
-  // The long document alone at 32; some group of 16 runs several samples in one micro-step.
-  const auto alone_at_32 = std::any_of(plan.micro_steps.begin(), plan.micro_steps.end(), [](const micro_step& m) {
-    return m.degree() == 32 && m.tokens == 524'288;
+  // The long document at 32; some group of 16 runs several samples in one micro-step.
+  const auto long_id = std::find_if(batch.begin(), batch.end(), [](const sample& s) { return s.tokens == 524'288; })->id;
+  const auto long_at_32 = std::any_of(plan.micro_steps.begin(), plan.micro_steps.end(), [&](const micro_step& m) {
+    return m.degree() == 32 && std::find(m.sample_ids.begin(), m.sample_ids.end(), long_id) != m.sample_ids.end();
   });
   const auto shared_at_16 = std::count_if(plan.micro_steps.begin(), plan.micro_steps.end(), [](const micro_step& m) {
     return m.degree() == 16 && m.sample_ids.size() > 1;
   });
-  CHECK(alone_at_32);
+  CHECK(long_at_32);
   CHECK(shared_at_16 >= 2);
   balanced_placement without_crossings;
   without_crossings.cross_nodes_when_faster = false;  // the groups of 16 cross nodes

@@ -348,17 +348,15 @@ private:
     return std::max(0.0, transfer - ring_overlap_seconds(s, c));
   }
 
-  /// Attention compute of a pass that ring transfers can hide behind (§3.3).
+  /// The attention a ring micro-step's transfers hide behind (§3.3): every pass's — forward,
+  /// backward, and the recomputed blocks' forward, whose ring steps are among the transfers —
+  /// each at its own efficiency: one GPU's share of attention_compute_seconds. (Before
+  /// 2026-12-03 it counted 3.5 layer passes at the backward efficiency, leaving out the
+  /// recomputed forward's attention while counting its transfers.)
   [[nodiscard]]
   double ring_overlap_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
-    const double h = static_cast<double>(model_.hidden);
-    const double layers = static_cast<double>(model_.layers);
-    const double rows = static_cast<double>(s.tokens) * static_cast<double>(ring_degree(c));
-    return 4.0 * h * (s.attention_pairs + constants_.attention_backward_half_rows * rows) * (3.5 * layers) /
-           (constants_.attention_backward_efficiency * cluster_.gpu.peak_flops *
-            static_cast<double>(c.degree));
+    return attention_compute_seconds(s, c) / static_cast<double>(c.degree);
   }
-
 public:
 
   /// Gradient synchronisation at the end of the step: all-reduce (ZeRO 0-2) or reduce-scatter +
