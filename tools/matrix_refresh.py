@@ -68,6 +68,39 @@ def summary(cells):
             print(f"  miss {c['dcp_over_best_other_noise_free']:.4f} vs {c['best_other_noise_free']}: {c['command']}")
 
 
+def update_markdown(path, cells):
+    """Rewrites the table row of every cell in `cells` found in the Markdown file at `path`."""
+    rows = {row_key(c): table_row(c) for c in cells}
+    with open(path) as f:
+        lines = f.read().split("\n")
+    found = changed = 0
+    for n, line in enumerate(lines):
+        row = rows.get(" | ".join(line.split(" | ")[:7]) + " | ")
+        if row is None:
+            continue
+        found += 1
+        changed += line != row
+        lines[n] = row
+    print(f"{path}: {found} of {len(rows)} cells' rows found, {changed} changed")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def read_matrix(path, tool):
+    """The cells of a dcp-sim --matrix --json file; exits naming `tool` if it is not one."""
+    with open(path) as f:
+        doc = json.load(f)
+    if list(doc) != ["matrix"]:
+        sys.exit(f"{tool}: {path} is not a dcp-sim --matrix --json file")
+    return doc["matrix"]
+
+
+def write_matrix(path, cells):
+    """Writes the matrix as dcp-sim --matrix --json does: a cell per line."""
+    with open(path, "w") as f:
+        f.write('{"matrix":[\n' + ",\n".join(" " + json.dumps(c, separators=(",", ":")) for c in cells) + "\n]}\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("binary")
@@ -75,11 +108,7 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--markdown", help="a file holding the matrix table to update")
     o = parser.parse_args()
-    with open(o.matrix) as f:
-        doc = json.load(f)
-    if list(doc) != ["matrix"]:
-        sys.exit(f"matrix_refresh: {o.matrix} is not a dcp-sim --matrix --json file")
-    cells = doc["matrix"]
+    cells = read_matrix(o.matrix, "matrix_refresh")
     todo = [c for c in cells if c.get("dcp_noise_free_tokens_per_s")]
     with concurrent.futures.ThreadPoolExecutor(o.jobs) as pool:
         results = list(pool.map(lambda c: run_ours(o.binary, c["command"]), todo))
@@ -106,22 +135,8 @@ def main():
         print(f"  {ratio:.4f} {command}")
     summary(cells)
     if o.markdown:
-        rows = {row_key(c): table_row(c) for c in todo}
-        with open(o.markdown) as f:
-            lines = f.read().split("\n")
-        found = changed = 0
-        for n, line in enumerate(lines):
-            row = rows.get(" | ".join(line.split(" | ")[:7]) + " | ")
-            if row is None:
-                continue
-            found += 1
-            changed += line != row
-            lines[n] = row
-        print(f"{o.markdown}: {found} of {len(rows)} cells' rows found, {changed} changed")
-        with open(o.markdown, "w") as f:
-            f.write("\n".join(lines))
-    with open(o.matrix, "w") as f:  # as dcp-sim --matrix --json writes it: a cell per line
-        f.write('{"matrix":[\n' + ",\n".join(" " + json.dumps(c, separators=(",", ":")) for c in cells) + "\n]}\n")
+        update_markdown(o.markdown, todo)
+    write_matrix(o.matrix, cells)
 
 
 if __name__ == "__main__":
