@@ -182,6 +182,42 @@ TEST_CASE("Recompute.Strategies.fixed_settings_or_nothing") {
   CHECK_FALSE(full_recompute{}.choose(cost, huge, base).has_value());
 }
 
+TEST_CASE("Recompute.Strategies.choose_fitting_is_choose_with_its_peak_bytes") {
+  // Placement reads the bytes choose_fitting returns instead of asking the cost model again:
+  // they must be the chosen setting's peak, and the setting choose()'s, for every strategy
+  // (chosen_recompute forwarding to each), shapes that fit with nothing, with some and with none.
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  const std::vector<micro_batch_shape> shapes = {micro_batch_shape::of(text_sample(0, 1000)),
+                                                 micro_batch_shape::of(text_sample(0, 60000)),
+                                                 micro_batch_shape::of(text_sample(0, 150000)),
+                                                 micro_batch_shape::of(text_sample(0, 400000))};
+  int fitted = 0, refused = 0;
+  for (const char* name : {"selective-pyramid", "pyramid", "selective", "full", "none"}) {
+    const auto strategy = chosen_recompute::from_name(name);
+    for (const std::int64_t degree : {1, 8}) {
+      const execution_config base{degree, sequence_parallel::ulysses, {}};
+      for (const auto& s : shapes) {
+        CAPTURE(name);
+        CAPTURE(s);
+        const auto fitting = strategy.choose_fitting(cost, s, base);
+        const auto chosen = strategy.choose(cost, s, base);
+        REQUIRE(fitting.has_value() == chosen.has_value());
+        if (!fitting) {
+          ++refused;
+          continue;
+        }
+        ++fitted;
+        CHECK(fitting->setting == *chosen);
+        auto at = base;
+        at.recompute = *chosen;
+        CHECK(fitting->peak_bytes == cost.peak_bytes(s, at));
+      }
+    }
+  }
+  CHECK(fitted > 0);
+  CHECK(refused > 0);
+}
+
 TEST_CASE("Recompute.Chosen.behaves_as_the_named_strategy") {
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
   const execution_config base{1, sequence_parallel::ulysses, {}};

@@ -43,6 +43,10 @@ concept optional_recompute_members_are_well_formed =
 /// join with one cost-model call instead of a full choose().
 /// A strategy that declares `fit_decides` in any other form (not a constant expression
 /// convertible to bool, or a function) does not model the concept.
+/// Optional member: `r.choose_fitting(m, s, c)` -> `std::optional<fitting_setting>`
+/// (dcp/recompute/strategies.hpp): the setting choose() returns, with `m.peak_bytes` under it,
+/// which the strategy has just computed to check the fit; placement then evaluates a sample
+/// with one memory call instead of two. The shipped strategies declare it.
 /// Models: no_recompute, full_recompute, selective_recompute, pyramid_recompute.
 template <class R, class M>
 concept recompute_strategy =

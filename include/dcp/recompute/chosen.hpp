@@ -53,7 +53,7 @@ public:
   }
   /// choose() with the peak bytes of the chosen setting (strategies.hpp, chooses_by_fitting).
   template <cost_model M>
-  [[nodiscard]] std::optional<detail::fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
                                                                       const execution_config& c) const {
     return std::visit([&](const auto& r) { return r.choose_fitting(m, s, c); }, strategy_);
   }

@@ -12,14 +12,15 @@
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
-namespace detail {
 /// A setting a strategy chose for a micro-batch, with the micro-batch's peak bytes under it:
-/// the check that it fits has just computed them, so placement need not ask again.
+/// what the optional `choose_fitting` of a recompute strategy returns (the check that the
+/// setting fits has just computed the bytes, so placement need not ask the cost model again).
 struct fitting_setting {
   recompute_setting setting;
   double peak_bytes = 0;
 };
 
+namespace detail {
 /// `r` with the micro-batch's peak bytes under it if it fits the budget, else nullopt.
 template <cost_model M>
 [[nodiscard]] std::optional<fitting_setting> fitting(const M& m, const micro_batch_shape& s, execution_config c,
@@ -74,7 +75,7 @@ struct chooses_by_fitting {
 struct no_recompute : chooses_by_fitting<no_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<detail::fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
                                                                       const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::none());
   }
@@ -86,7 +87,7 @@ struct no_recompute : chooses_by_fitting<no_recompute> {
 struct full_recompute : chooses_by_fitting<full_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<detail::fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
                                                                       const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::full(m.model().layers));
   }
@@ -98,7 +99,7 @@ struct full_recompute : chooses_by_fitting<full_recompute> {
 struct selective_recompute : chooses_by_fitting<selective_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<detail::fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
                                                                       const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::selective_only());
   }
@@ -114,7 +115,7 @@ struct selective_recompute : chooses_by_fitting<selective_recompute> {
 struct pyramid_recompute : chooses_by_fitting<pyramid_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<detail::fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
                                                                       const execution_config& c) const {
     if (auto none = detail::fitting(m, s, c, recompute_setting::none())) return none;
     return detail::first_rung_that_fits(m, s, c, [](std::int64_t k) { return recompute_setting::partial(k); });
@@ -136,7 +137,7 @@ struct pyramid_recompute : chooses_by_fitting<pyramid_recompute> {
 struct selective_pyramid_recompute : chooses_by_fitting<selective_pyramid_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<detail::fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
                                                                       const execution_config& c) const {
     if (auto none = detail::fitting(m, s, c, recompute_setting::none())) return none;
     if (auto selective = detail::fitting(m, s, c, recompute_setting::selective_only())) return selective;
