@@ -307,7 +307,8 @@ template <class Context>
   std::vector<std::size_t> menu_begin{0};          // their candidates' offsets
   std::vector<bound_detail::run_candidate> candidates;
   constexpr std::size_t always_menu = 64;  // samples are in canonical order, longest first
-  std::vector<double> rung_marginals;      // a short sample's marginal at each rung's lo
+  std::vector<double> rung_marginals;      // a short sample's marginal at each rung's lo,
+  std::size_t rung_marginals_of = n;       // for this sample's run of equal shapes
   double critical = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& single = ctx.alone(i, 0);
@@ -316,9 +317,12 @@ template <class Context>
     const std::size_t room = rooms.room_of[i];
     if (single.feasible && single.recompute == relaxed && i >= always_menu) {
       const double m = ctx.alone_marginal(i, 0);
-      rung_marginals.clear();
-      for (std::size_t r = 1; r < rungs.size(); ++r)
-        rung_marginals.push_back(bound_detail::marginal_at(cost, shape, ctx.config(0, {rungs[r].lo, rungs[r].selective})));
+      if (rung_marginals_of != ctx.first_alike(i)) {  // equal shapes have equal marginals
+        rung_marginals_of = ctx.first_alike(i);
+        rung_marginals.clear();
+        for (std::size_t r = 1; r < rungs.size(); ++r)
+          rung_marginals.push_back(bound_detail::marginal_at(cost, shape, ctx.config(0, {rungs[r].lo, rungs[r].selective})));
+      }
       for (std::size_t w = 0; w < weights.size(); ++w) {
         double ladder = with_ladder ? inf : 0.0;
         for (std::size_t r = 1; r < rungs.size(); ++r)

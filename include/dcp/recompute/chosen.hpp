@@ -54,7 +54,7 @@ public:
   /// choose() with the peak bytes of the chosen setting (strategies.hpp, chooses_by_fitting).
   template <cost_model M>
   [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
-                                                                      const execution_config& c) const {
+                                                              const execution_config& c) const {
     return std::visit([&](const auto& r) { return r.choose_fitting(m, s, c); }, strategy_);
   }
   [[nodiscard]] constexpr std::string_view name() const noexcept {

@@ -76,7 +76,7 @@ struct no_recompute : chooses_by_fitting<no_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
   [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
-                                                                      const execution_config& c) const {
+                                                              const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::none());
   }
   [[nodiscard]] constexpr std::string_view name() const noexcept { return "none"; }
@@ -88,7 +88,7 @@ struct full_recompute : chooses_by_fitting<full_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
   [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
-                                                                      const execution_config& c) const {
+                                                              const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::full(m.model().layers));
   }
   [[nodiscard]] constexpr std::string_view name() const noexcept { return "full"; }
@@ -100,7 +100,7 @@ struct selective_recompute : chooses_by_fitting<selective_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
   [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
-                                                                      const execution_config& c) const {
+                                                              const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::selective_only());
   }
   [[nodiscard]] constexpr std::string_view name() const noexcept { return "selective"; }
@@ -116,7 +116,7 @@ struct pyramid_recompute : chooses_by_fitting<pyramid_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
   [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
-                                                                      const execution_config& c) const {
+                                                              const execution_config& c) const {
     if (auto none = detail::fitting(m, s, c, recompute_setting::none())) return none;
     return detail::first_rung_that_fits(m, s, c, [](std::int64_t k) { return recompute_setting::partial(k); });
   }
@@ -138,7 +138,7 @@ struct selective_pyramid_recompute : chooses_by_fitting<selective_pyramid_recomp
   static constexpr bool fit_decides = true;
   template <cost_model M>
   [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
-                                                                      const execution_config& c) const {
+                                                              const execution_config& c) const {
     if (auto none = detail::fitting(m, s, c, recompute_setting::none())) return none;
     if (auto selective = detail::fitting(m, s, c, recompute_setting::selective_only())) return selective;
     // Every layer fully recomputed leaves nothing for selective recomputation: that is full().
