@@ -220,7 +220,7 @@ TEST_CASE("Planner.LongContext.crosses_nodes_together_only_when_that_is_faster")
   const DataCentricScheduler<> ours(cost);
   balanced_placement strict_options;
   strict_options.cross_nodes_when_faster = false;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement> strict(
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_pyramid_recompute, balanced_placement> strict(
       cost, {}, {}, strict_options);
   const auto verl = verl_hybrid(cost);
   for (std::uint64_t seed = 1; seed <= 2; ++seed) {

@@ -188,7 +188,7 @@ public:
     if (!best && !consider(allot(std::numeric_limits<double>::infinity())))
       throw error("balanced_placement: internal error, the relaxed target gave no valid plan");
     // The refined allotment, only where its estimate is below the best plan's makespan.
-    if (refined && refined->first < best->makespan_seconds) consider(refined->second);
+    if (refined && refined->first < 1.05 * best->makespan_seconds) consider(refined->second);
     // One more full schedule, only where the fluid estimate says unneeded crossings may win.
     if (options_.cross_nodes_when_faster && loose && loose->first < best->makespan_seconds)
       consider(seen[loose->second], true);
@@ -199,6 +199,20 @@ public:
     if (options_.share_micro_batches) {
       const auto chosen = best_choice;
       keep(schedule(chosen, best_unneeded, best_shared, true), chosen, best_unneeded, best_shared);
+    }
+    // Where a multi-GPU micro-step ends the best plan, the allotments for a target just below
+    // its makespan, twice at most: the fluid estimate ranks allotments by the average load plus
+    // half the longest single-GPU sample, which cannot tell a long sample's cheap but slow
+    // degree (its run then sets the step) from a faster one that takes a few more GPU-seconds;
+    // these give every sample whose run reaches the makespan a degree that ends sooner. Each is
+    // scheduled with one micro-step per multi-GPU sample, shared, and with the fill.
+    for (int round = 0; round < 2 && ends_on_multi(*best); ++round) {
+      const double from = best->makespan_seconds;
+      std::pair<double, double> unused;
+      for (const auto& choice : {allot(from * (1.0 - 1e-9)), allot_placed(from * (1.0 - 1e-9), unused)})
+        if (choice != best_choice && consider(choice) && options_.share_micro_batches)
+          keep(schedule(choice, false, false, true), choice, false, false);
+      if (!(best->makespan_seconds < from)) break;
     }
     best->policy = "balanced";
     return std::move(*best);
@@ -883,6 +897,13 @@ private:
     return true;
   }
 
+  // Whether a micro-step of several GPUs ends when the plan does.
+  [[nodiscard]] static bool ends_on_multi(const placement& p) {
+    return std::any_of(p.micro_steps.begin(), p.micro_steps.end(), [&](const placed_micro_step& m) {
+      return m.config.degree > 1 && m.start_seconds + m.seconds >= p.makespan_seconds * (1.0 - 1e-12);
+    });
+  }
+
   // Single-GPU samples grouped by bucket (longest first within one), poured into the ranks in
   // order of their load after the multi-GPU samples, each rank filled up to the average
   // finish; what is left goes longest-processing-time-first.
@@ -1132,53 +1153,91 @@ private:
       }
       return false;
     };
-    // Where no sample moves or swaps, whole micro-batches swap: a micro-batch of the late rank
-    // for a shorter one of another rank that finishes earlier (times differing by less than the
-    // gap, closest to half of it first). A micro-batch at degree 1 takes the same time on every
-    // rank, so nothing is re-timed; this is what a late rank of single long clips needs where
-    // the earliest ranks hold only longer ones and the shorter clips are packed elsewhere.
-    std::vector<std::pair<double, std::size_t>> runs;  // the partner's micro-batches by time
-    const auto try_batch_swap = [&](std::size_t late, std::size_t early) {
+    // Where no sample moves or swaps, whole micro-batches trade: one micro-batch of the late rank
+    // for one or two shorter ones of a rank that finishes earlier, or two of the late rank's for
+    // one of the other's, whose times differ by less than the gap (closest to half of it first).
+    // A micro-batch at degree 1 takes the same time on every rank, so nothing is re-timed. One
+    // for one is what a late rank of single long clips needs where the earliest ranks hold only
+    // longer ones and the shorter clips are packed elsewhere; one for two what it needs where its
+    // clips are each longer than the gap and every shorter micro-batch elsewhere is shorter than
+    // a clip by more than the gap (three 0.65 s clips against ranks of 0.3 s micro-batches).
+    constexpr std::size_t single = std::numeric_limits<std::size_t>::max();
+    struct bundle {
+      double seconds;
+      std::size_t first, second;  // micro-batch positions on the rank; second == single for one
+    };
+    // Pairs are formed among at most this many micro-batches of a rank (the first ones), so a
+    // rank of many short micro-batches costs no more than a few hundred pair sums.
+    constexpr std::size_t paired_batches = 24;
+    const auto by_seconds = [](const bundle& x, const bundle& y) {
+      return x.seconds != y.seconds ? x.seconds < y.seconds
+                                    : std::pair{x.first, x.second} < std::pair{y.first, y.second};
+    };
+    std::vector<bundle> late_ones, late_pairs, early_ones, early_pairs;
+    const auto bundles_of = [&](std::size_t r, std::vector<bundle>& ones, std::vector<bundle>& pairs, bool paired) {
+      ones.clear();
+      pairs.clear();
+      for (std::size_t q = 0; q < batches[r].size(); ++q)
+        if (!batches[r][q].samples.empty()) ones.push_back({batches[r][q].run.seconds, q, single});
+      const auto m = paired ? std::min(ones.size(), paired_batches) : 0;
+      for (std::size_t x = 0; x < m; ++x)
+        for (std::size_t y = x + 1; y < m; ++y)
+          pairs.push_back({ones[x].seconds + ones[y].seconds, ones[x].first, ones[y].first});
+      std::sort(ones.begin(), ones.end(), by_seconds);
+      std::sort(pairs.begin(), pairs.end(), by_seconds);
+    };
+    // Micro-batch q of rank `from` and its samples now on rank `to`, at position `at`.
+    const auto relabel = [&](std::size_t from, std::size_t q, std::size_t to, std::size_t at) {
+      for (const auto i : batches[from][q].samples) {
+        items[from].erase(std::find(items[from].begin(), items[from].end(), i));
+        items[to].push_back(i);
+        batch_of[i] = static_cast<std::uint32_t>(at);
+      }
+    };
+    const auto trade_batches = [&](std::size_t late, std::size_t early, bool paired) {
       const double gap = end[late] - end[early];
-      runs.clear();
-      for (std::size_t q = 0; q < batches[early].size(); ++q)
-        if (!batches[early][q].samples.empty()) runs.emplace_back(batches[early][q].run.seconds, q);
-      std::sort(runs.begin(), runs.end(), pair_less{});
+      bundles_of(late, late_ones, late_pairs, paired);
+      bundles_of(early, early_ones, early_pairs, paired);
       double best_off = std::numeric_limits<double>::infinity();
-      std::size_t best_p = 0, best_q = 0;
-      for (std::size_t p = 0; p < batches[late].size(); ++p) {
-        if (batches[late][p].samples.empty()) continue;
-        const double x = batches[late][p].run.seconds;
-        const auto at = std::lower_bound(runs.begin(), runs.end(), std::pair{x - 0.5 * gap, std::size_t{0}}, pair_less{});
-        for (auto it : {at, at == runs.begin() ? runs.end() : std::prev(at)}) {
-          if (it == runs.end() || !(it->first < x) || !(x - it->first < gap)) continue;
-          const double off = std::abs(x - it->first - 0.5 * gap);
+      bundle give{}, take{};
+      const auto search = [&](const bundle& g, const std::vector<bundle>& partner) {
+        const auto at = std::lower_bound(partner.begin(), partner.end(), bundle{g.seconds - 0.5 * gap, 0, 0}, by_seconds);
+        for (auto it : {at, at == partner.begin() ? partner.end() : std::prev(at)}) {
+          if (it == partner.end() || !(it->seconds < g.seconds) || !(g.seconds - it->seconds < gap)) continue;
+          const double off = std::abs(g.seconds - it->seconds - 0.5 * gap);
           if (off < best_off) {
             best_off = off;
-            best_p = p;
-            best_q = it->second;
+            give = g;
+            take = *it;
           }
         }
+      };
+      for (const auto& g : late_ones) {
+        search(g, early_ones);
+        search(g, early_pairs);
       }
+      for (const auto& g : late_pairs) search(g, early_ones);
       if (best_off == std::numeric_limits<double>::infinity()) return false;
-      const double delta = batches[late][best_p].run.seconds - batches[early][best_q].run.seconds;
+      const double delta = give.seconds - take.seconds;
       return accept(late, early, end[late] - delta, end[early] + delta, [&] {
-        auto& from = batches[late][best_p];
-        auto& to = batches[early][best_q];
-        for (const auto i : from.samples) {
-          items[late].erase(std::find(items[late].begin(), items[late].end(), i));
-          items[early].push_back(i);
-          batch_of[i] = static_cast<std::uint32_t>(best_q);
-        }
-        for (const auto i : to.samples) {
-          items[early].erase(std::find(items[early].begin(), items[early].end(), i));
-          items[late].push_back(i);
-          batch_of[i] = static_cast<std::uint32_t>(best_p);
-        }
-        std::swap(from, to);
+        relabel(late, give.first, early, take.first);
+        relabel(early, take.first, late, give.first);
+        std::swap(batches[late][give.first], batches[early][take.first]);
+        // The second micro-batch of a pair joins the other rank at its end; its place stays empty.
+        const auto hand_over = [&](std::size_t from, std::size_t q, std::size_t to) {
+          relabel(from, q, to, batches[to].size());
+          batches[to].push_back(std::move(batches[from][q]));
+          batches[from][q] = packed_batch{};
+        };
+        if (give.second != single) hand_over(late, give.second, early);
+        if (take.second != single) hand_over(early, take.second, late);
       });
     };
+    // One for one with the sixteen earliest ranks first; where none trades, pairs too with the
+    // 256 earliest (the ranks that can give two micro-batches whose sum fits a late clip's lead
+    // are rarely the very earliest: those hold the longest micro-batches).
     constexpr std::size_t batch_swap_partners = 16;
+    constexpr std::size_t pair_partners = 256;
     constexpr std::size_t swap_partners = 4;
     std::vector<std::size_t> by_end(gpus_);
     std::iota(by_end.begin(), by_end.end(), std::size_t{0});
@@ -1202,12 +1261,15 @@ private:
       // moves, and on Wikipedia at 1,024 x 100K, where moves and swaps leave the late rank within
       // a fraction of a per cent, 31 % more rounds took 40 % more time for no better plan.
       if (end[late] <= 1.01 * std::accumulate(end.begin(), end.end(), 0.0) / static_cast<double>(gpus_)) break;
-      const auto batch_partners = std::min(gpus_, batch_swap_partners);
-      std::partial_sort(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(batch_partners), by_end.end(),
-                        [&](std::size_t x, std::size_t y) { return end[x] != end[y] ? end[x] < end[y] : x < y; });
-      if (std::none_of(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(batch_partners),
-                       [&](std::size_t q) { return q != late && end[q] < end[late] && try_batch_swap(late, q); }))
-        break;
+      const auto trade_with = [&](std::size_t partners, bool paired) {
+        partners = std::min(gpus_, partners);
+        std::partial_sort(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), by_end.end(),
+                          [&](std::size_t x, std::size_t y) { return end[x] != end[y] ? end[x] < end[y] : x < y; });
+        return std::any_of(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), [&](std::size_t q) {
+          return q != late && end[q] < end[late] && trade_batches(late, q, paired);
+        });
+      };
+      if (!trade_with(batch_swap_partners, false) && !trade_with(pair_partners, true)) break;
     }
     for (auto& rank : batches)
       rank.erase(std::remove_if(rank.begin(), rank.end(),
