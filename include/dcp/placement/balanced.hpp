@@ -187,7 +187,9 @@ public:
       if (consider(seen[ranked[n].second])) ++valid;
     if (!best && !consider(allot(std::numeric_limits<double>::infinity())))
       throw error("balanced_placement: internal error, the relaxed target gave no valid plan");
-    // The refined allotment, only where its estimate is below the best plan's makespan.
+    // The refined allotment, only where its estimate is within 5 % of the best plan's makespan
+    // (the estimate is coarse: a first plan the local search balanced well can fall below the
+    // estimate of a refined allotment whose plan is faster still).
     if (refined && refined->first < 1.05 * best->makespan_seconds) consider(refined->second);
     // One more full schedule, only where the fluid estimate says unneeded crossings may win.
     if (options_.cross_nodes_when_faster && loose && loose->first < best->makespan_seconds)
