@@ -207,13 +207,20 @@ public:
     // half the longest single-GPU sample, which cannot tell a long sample's cheap but slow
     // degree (its run then sets the step) from a faster one that takes a few more GPU-seconds;
     // these give every sample whose run reaches the makespan a degree that ends sooner. Each is
-    // scheduled with one micro-step per multi-GPU sample, shared, and with the fill.
+    // scheduled with one micro-step per multi-GPU sample, shared, and with the fill, once (the
+    // same choice gives the same plans).
+    std::vector<std::vector<std::size_t>> tightened;
     for (int round = 0; round < 2 && ends_on_multi(*best); ++round) {
       const double from = best->makespan_seconds;
+      const double target = from * (1.0 - 1e-9);
       std::pair<double, double> unused;
-      for (const auto& choice : {allot(from * (1.0 - 1e-9)), allot_placed(from * (1.0 - 1e-9), unused)})
-        if (choice != best_choice && consider(choice) && options_.share_micro_batches)
+      for (const auto& choice : {allot(target), allot_placed(target, unused)}) {
+        if (choice == best_choice || std::find(tightened.begin(), tightened.end(), choice) != tightened.end())
+          continue;
+        tightened.push_back(choice);
+        if (consider(choice) && options_.share_micro_batches)
           keep(schedule(choice, false, false, true), choice, false, false);
+      }
       if (!(best->makespan_seconds < from)) break;
     }
     best->policy = "balanced";
@@ -901,7 +908,7 @@ private:
 
   // Whether a micro-step of several GPUs ends when the plan does.
   [[nodiscard]] static bool ends_on_multi(const placement& p) {
-    return std::any_of(p.micro_steps.begin(), p.micro_steps.end(), [&](const placed_micro_step& m) {
+    return std::any_of(p.micro_steps.begin(), p.micro_steps.end(), [&p](const placed_micro_step& m) {
       return m.config.degree > 1 && m.start_seconds + m.seconds >= p.makespan_seconds * (1.0 - 1e-12);
     });
   }
@@ -1196,9 +1203,9 @@ private:
         batch_of[i] = static_cast<std::uint32_t>(at);
       }
     };
+    // With late_ones and late_pairs already the late rank's bundles (bundles_of(late, ...)).
     const auto trade_batches = [&](std::size_t late, std::size_t early, bool paired) {
       const double gap = end[late] - end[early];
-      bundles_of(late, late_ones, late_pairs, paired);
       bundles_of(early, early_ones, early_pairs, paired);
       double best_off = std::numeric_limits<double>::infinity();
       bundle give{}, take{};
@@ -1265,6 +1272,7 @@ private:
       if (end[late] <= 1.01 * std::accumulate(end.begin(), end.end(), 0.0) / static_cast<double>(gpus_)) break;
       const auto trade_with = [&](std::size_t partners, bool paired) {
         partners = std::min(gpus_, partners);
+        bundles_of(late, late_ones, late_pairs, paired);  // once for every partner
         std::partial_sort(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), by_end.end(),
                           [&](std::size_t x, std::size_t y) { return end[x] != end[y] ? end[x] < end[y] : x < y; });
         return std::any_of(by_end.begin(), by_end.begin() + static_cast<std::ptrdiff_t>(partners), [&](std::size_t q) {
