@@ -18,6 +18,7 @@
 #include "dcp/concepts/recompute_strategy.hpp"
 #include "dcp/cost/analytic.hpp"
 #include "dcp/detail/checked.hpp"
+#include "dcp/detail/prefetch.hpp"
 #include "dcp/placement/balanced.hpp"
 #include "dcp/plan/lower_bound.hpp"
 #include "dcp/plan/step_plan.hpp"
@@ -122,7 +123,15 @@ public:
       m.first_rank = placed_step.first_rank;
       m.config = placed_step.config;
       m.sample_ids.reserve(placed_step.samples.size());
-      for (auto i : placed_step.samples) {
+      // A micro-step's samples lie far apart in the batch: on a batch larger than the cache,
+      // each read is asked for a few samples ahead.
+      constexpr std::size_t ahead = 8;
+      const bool far = samples.size() >= (std::size_t{1} << 16);
+      for (std::size_t j = 0; far && j < std::min(ahead, placed_step.samples.size()); ++j)
+        detail::prefetch(&samples[placed_step.samples[j]]);
+      for (std::size_t j = 0; j < placed_step.samples.size(); ++j) {
+        if (far && j + ahead < placed_step.samples.size()) detail::prefetch(&samples[placed_step.samples[j + ahead]]);
+        const auto i = placed_step.samples[j];
         m.sample_ids.push_back(samples[i].id);
         m.tokens += samples[i].tokens;
         m.loss_units += by_tokens ? samples[i].tokens : 1;

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -63,18 +64,77 @@ TEST_CASE("Placement.PackGroups.same_as_packing_each_group_alone") {
       const auto g = static_cast<std::size_t>(r.below(6));
       if (g < 4 && ctx.alone(i, 0).feasible) groups[g].push_back(i);
     }
-    const auto together = pack_groups_to_budget(ctx, groups, 0);
-    REQUIRE(together.size() == groups.size());
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const auto alone = pack_to_budget(ctx, groups[g], 0);
-      REQUIRE(together[g].size() == alone.size());
-      for (std::size_t b = 0; b < alone.size(); ++b) {
-        CHECK(together[g][b].samples == alone[b].samples);
-        CHECK(together[g][b].run.seconds == alone[b].run.seconds);
-        CHECK(together[g][b].run.peak_bytes == alone[b].run.peak_bytes);
+    // Fed a chunk of the packing order at a time: the default (one chunk here), chunks of 7 and
+    // 64 samples (many, each group's samples in a chunk fed together), with the sample-to-group
+    // table kept from call to call.
+    std::vector<std::uint32_t> group_of;
+    for (const std::size_t chunk : {std::size_t{0}, std::size_t{7}, std::size_t{64}}) {
+      CAPTURE(chunk);
+      const auto together = pack_groups_to_budget(ctx, groups, 0, &group_of, chunk);
+      REQUIRE(together.size() == groups.size());
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        const auto alone = pack_to_budget(ctx, groups[g], 0);
+        REQUIRE(together[g].size() == alone.size());
+        for (std::size_t b = 0; b < alone.size(); ++b) {
+          CHECK(together[g][b].samples == alone[b].samples);
+          CHECK(together[g][b].run.seconds == alone[b].run.seconds);
+          CHECK(together[g][b].run.peak_bytes == alone[b].run.peak_bytes);
+        }
       }
     }
   }
+}
+
+TEST_CASE("Batch.CanonicalOrder.is_tokens_descending_then_id_ascending_by_either_sort") {
+  // Lengths over a narrow range (on a batch above 64K samples, the counting sort by length,
+  // then ids within each length) and over a wide one or on a smaller batch (the comparison
+  // sort), with many equal lengths and ids in scattered order;
+  // the reference is a comparison sort of the whole samples.
+  const auto reference = [](std::vector<sample> batch) {
+    std::sort(batch.begin(), batch.end(), [](const sample& a, const sample& b) {
+      return a.tokens != b.tokens ? a.tokens > b.tokens : a.id < b.id;
+    });
+    return batch;
+  };
+  std::mt19937_64 rng(11);
+  for (const std::int64_t range : {std::int64_t{1}, std::int64_t{50}, std::int64_t{5000}, std::int64_t{1} << 40}) {
+    for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{300}, std::size_t{70'000}}) {
+      CAPTURE(range);
+      CAPTURE(n);
+      std::vector<sample> batch;
+      for (std::size_t i = 0; i < n; ++i) {
+        sample s;
+        s.id = rng() % (1ULL << 62) * 4 + i % 4;  // distinct: i % 4 and distinct draws collide rarely
+        s.tokens = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(range));
+        batch.push_back(s);
+      }
+      std::sort(batch.begin(), batch.end(), [](const sample& a, const sample& b) { return a.id < b.id; });
+      batch.erase(std::unique(batch.begin(), batch.end(), [](const sample& a, const sample& b) { return a.id == b.id; }),
+                  batch.end());
+      std::shuffle(batch.begin(), batch.end(), rng);
+      const auto got = canonical_order(batch);
+      const auto want = reference(batch);
+      REQUIRE(got.size() == want.size());
+      bool same = true;
+      for (std::size_t i = 0; i < got.size(); ++i) same = same && got[i].id == want[i].id && got[i].tokens == want[i].tokens;
+      CHECK(same);
+    }
+  }
+  // Lengths at the ends of int64 (not valid samples, but the order must not overflow), on a
+  // batch large enough for the counting sort to be considered.
+  std::vector<sample> extreme(70'000);
+  for (std::size_t i = 0; i < extreme.size(); ++i) {
+    extreme[i].id = extreme.size() - i;  // ids descending
+    extreme[i].tokens = 5;
+  }
+  extreme[10].tokens = std::numeric_limits<std::int64_t>::max();
+  extreme[20].tokens = std::numeric_limits<std::int64_t>::min();
+  const auto ordered = canonical_order(extreme);
+  CHECK(ordered.front().id == extreme[10].id);
+  CHECK(ordered.back().id == extreme[20].id);
+  CHECK(ordered[1].id == 1);
+  CHECK(std::is_sorted(ordered.begin() + 1, ordered.end() - 1,
+                       [](const sample& a, const sample& b) { return a.id < b.id; }));
 }
 
 TEST_CASE("Placement.Lpt.each_item_goes_to_the_least_loaded_slot_ties_to_the_lower") {
