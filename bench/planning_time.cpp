@@ -12,6 +12,9 @@
 //
 // ./build/bench/dcp_bench_planning_time
 // ./build/bench/dcp_bench_planning_time --benchmark_filter='/32/|/1024/100000$'   (quick)
+// GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=17179869184 \
+//   ./build/bench/dcp_bench_planning_time   (glibc keeps freed memory: plans reuse their pages;
+//                                            docs/planner.md "Planning time")
 
 #include <benchmark/benchmark.h>
 
