@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "dcp/concepts/recompute_strategy.hpp"
 #include "dcp/cost/analytic.hpp"
 #include "dcp/detail/checked.hpp"
+#include "dcp/detail/plan_workspace.hpp"
 #include "dcp/detail/prefetch.hpp"
 #include "dcp/placement/balanced.hpp"
 #include "dcp/plan/lower_bound.hpp"
@@ -53,6 +56,19 @@ public:
   [[nodiscard]] const Recompute& recompute() const noexcept { return recompute_; }
   [[nodiscard]] const Placement& placement_policy() const noexcept { return placement_; }
 
+  /// Lets go of the arrays kept from earlier plans (only batches of 512K samples or more keep
+  /// any: detail/plan_workspace.hpp); the next large plan allocates afresh. Not while a plan
+  /// runs on another thread.
+  void release_memory() {
+    const std::lock_guard hold(workspace_->in_use());
+    workspace_->release();
+  }
+  /// Bytes of the arrays kept from earlier plans.
+  [[nodiscard]] std::size_t kept_bytes() const {
+    const std::lock_guard hold(workspace_->in_use());
+    return workspace_->kept_bytes();
+  }
+
   /// Replaces the cost model; plans made afterwards use it (e.g. a calibrated<M> after
   /// observe()). Every rank must make the same replacement before its next plan.
   void set_cost(Cost cost) {
@@ -77,10 +93,19 @@ public:
   /// The plan of one training step for this batch. Throws invalid_sample for malformed samples
   /// and sample_does_not_fit for a sample no configuration can hold.
   [[nodiscard]] step_plan plan(std::span<const sample> batch) const {
+    // On a batch whose arrays the allocator would map afresh (detail::plan_workspace), they come
+    // from the workspace, kept from the last plan, unless another thread's plan holds it (then
+    // this plan allocates its own). Smaller batches leave their memory to the allocator alone.
+    std::unique_lock hold(workspace_->in_use(), std::defer_lock);
+    if (batch.size() >= detail::plan_workspace::from_samples) static_cast<void>(hold.try_lock());
+    detail::plan_workspace* const kept = hold.owns_lock() ? workspace_.get() : nullptr;
     validate_batch(batch);
-    const auto samples = canonical_order(batch);
+    detail::kept_buffer<sample> ordered(kept);
+    const auto& samples = *ordered;
+    detail::canonical_order_into(batch, *ordered, kept);
     const auto labels = bucketing_.assign(samples);
     placement_problem<Cost, Recompute> problem{samples, labels, cost_, recompute_};
+    problem.workspace = kept;
     const placement_context<Cost, Recompute> options(problem);
     problem.options = &options;
     auto placed = placement_.place(std::as_const(problem));
@@ -189,6 +214,9 @@ private:
   Bucketing bucketing_;
   Recompute recompute_;
   Placement placement_;
+  // The planner's batch-sized arrays between plans (detail/plan_workspace.hpp); copies of a
+  // scheduler share it, one plan at a time.
+  std::shared_ptr<detail::plan_workspace> workspace_ = std::make_shared<detail::plan_workspace>();
 };
 
 /// snake_case spelling for code that prefers the standard library's naming.

@@ -12,6 +12,7 @@
 
 #include "../support/batches.hpp"
 #include "dcp/dcp.hpp"
+#include "dcp/detail/plan_workspace.hpp"
 #include "dcp/placement/detail/block_loads.hpp"
 #include "dcp/placement/detail/first_fit_index.hpp"
 #include "dcp/placement/detail/timeline.hpp"
@@ -234,5 +235,75 @@ TEST_CASE("Placement.PackedEstimate.counts_a_sample_by_its_device_time_not_the_h
       CHECK(estimate < 0.5 * alone.seconds);
     }
     previous = estimate;
+  }
+}
+
+TEST_CASE("Planner.Workspace.keeps_buffers_from_its_threshold_and_hands_out_the_largest") {
+  detail::plan_workspace workspace(1000);
+  CHECK(workspace.take<double>().capacity() == 0);  // nothing kept yet
+  std::vector<double> small(100);                     // 800 bytes: below the threshold
+  workspace.give(std::move(small));
+  CHECK(workspace.kept_bytes() == 0);
+  std::vector<double> a(200);
+  std::vector<double> b(500);
+  a[0] = 7;
+  workspace.give(std::move(a));
+  workspace.give(std::move(b));
+  CHECK(workspace.kept_bytes() == 700 * sizeof(double));
+  CHECK(workspace.take<std::uint32_t>().capacity() == 0);  // another element type
+  auto largest = workspace.take<double>();
+  CHECK(largest.empty());
+  CHECK(largest.capacity() >= 500);
+  auto next = workspace.take<double>();
+  CHECK(next.empty());  // cleared: no element of an earlier plan survives
+  CHECK(next.capacity() >= 200);
+  CHECK(workspace.take<double>().capacity() == 0);
+  CHECK(workspace.kept_bytes() == 0);
+  // At most a few per type: the smallest go.
+  for (std::size_t n = 1; n <= 12; ++n) workspace.give(std::vector<double>(1000 * n));
+  CHECK(workspace.kept_bytes() == (5 + 6 + 7 + 8 + 9 + 10 + 11 + 12) * 1000 * sizeof(double));
+  workspace.release();
+  CHECK(workspace.kept_bytes() == 0);
+}
+
+TEST_CASE("Planner.Workspace.a_plan_from_kept_buffers_is_the_plan_from_fresh_ones") {
+  // The context, the solver and the canonical order take their batch-sized arrays from the
+  // workspace (here keeping every buffer, so the second and third plans reuse the first's, a
+  // larger batch's among them) and must plan exactly as with fresh arrays.
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
+  detail::plan_workspace workspace(0);
+  const auto place = [&](const std::vector<sample>& batch, detail::plan_workspace* kept) {
+    std::vector<sample> samples;
+    detail::canonical_order_into(batch, samples, kept);
+    CHECK(samples == canonical_order(batch));
+    const auto labels = varlen_buckets{}.assign(samples);
+    placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{samples, labels, cost, {}};
+    problem.workspace = kept;
+    const placement_context<analytic_cost_model, selective_pyramid_recompute> options(problem);
+    problem.options = &options;
+    return balanced_placement{}.place(std::as_const(problem));
+  };
+  const auto same = [](const placement& a, const placement& b) {
+    REQUIRE(a.micro_steps.size() == b.micro_steps.size());
+    CHECK(a.makespan_seconds == b.makespan_seconds);
+    bool all = true;
+    for (std::size_t m = 0; m < a.micro_steps.size(); ++m) {
+      const auto& x = a.micro_steps[m];
+      const auto& y = b.micro_steps[m];
+      all = all && x.first_rank == y.first_rank && x.config == y.config && x.samples == y.samples &&
+            x.start_seconds == y.start_seconds && x.seconds == y.seconds;
+    }
+    CHECK(all);
+  };
+  for (const std::uint64_t seed : {std::uint64_t{3}, std::uint64_t{4}}) {
+    CAPTURE(seed);
+    const auto large = dcp::test::heavy_tailed_batch(seed, 3000, 65536);
+    const auto small = dcp::test::heavy_tailed_batch(seed + 10, 700, 65536);
+    const auto fresh_large = place(large, nullptr);
+    const auto fresh_small = place(small, nullptr);
+    same(place(large, &workspace), fresh_large);
+    CHECK(workspace.kept_bytes() > 0);
+    same(place(small, &workspace), fresh_small);  // into the large batch's buffers
+    same(place(large, &workspace), fresh_large);
   }
 }

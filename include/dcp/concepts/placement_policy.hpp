@@ -11,6 +11,7 @@
 #include "dcp/concepts/bucketing_policy.hpp"
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
+#include "dcp/detail/plan_workspace.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
@@ -28,6 +29,9 @@ struct placement_problem {
   /// The scheduler's cache of per-sample options, shared with the lower bound so nothing is
   /// evaluated twice; a placement may use it (the shipped ones do) or ignore it.
   const placement_context<M, R>* options = nullptr;
+  /// Where the scheduler keeps the planner's batch-sized arrays between plans (null: none);
+  /// the context and the shipped placements take their buffers from it.
+  detail::plan_workspace* workspace = nullptr;
 };
 
 /// One micro-step as a placement returns it; the scheduler numbers them, maps sample indices to

@@ -83,7 +83,26 @@ template <class Context>
 class balanced_solver {
 public:
   balanced_solver(const Context& ctx, const balanced_placement& options)
-      : ctx_(ctx), options_(options), gpus_(static_cast<std::size_t>(ctx.gpus())) {}
+      : ctx_(ctx), options_(options), gpus_(static_cast<std::size_t>(ctx.gpus())),
+        workspace_(ctx.problem().workspace) {
+    if (workspace_ == nullptr) return;
+    estimate_ = workspace_->take<double>();
+    short_sorted_ = workspace_->take<std::pair<double, std::size_t>>();
+    schedule_blocks_.singles = workspace_->take<std::pair<double, std::size_t>>();
+    unjoined_ = workspace_->take<std::size_t>();
+    group_of_ = workspace_->take<std::uint32_t>();
+  }
+  balanced_solver(const balanced_solver&) = delete;
+  balanced_solver& operator=(const balanced_solver&) = delete;
+  /// Gives the batch-sized buffers back to the workspace.
+  ~balanced_solver() {
+    if (workspace_ == nullptr) return;
+    workspace_->give(std::move(estimate_));
+    workspace_->give(std::move(short_sorted_));
+    workspace_->give(std::move(schedule_blocks_.singles));
+    workspace_->give(std::move(unjoined_));
+    workspace_->give(std::move(group_of_));
+  }
 
   [[nodiscard]] placement solve() {
     classify();
@@ -1295,6 +1314,7 @@ private:
   const Context& ctx_;
   const balanced_placement& options_;
   std::size_t gpus_;
+  plan_workspace* workspace_;  // the scheduler's, where it gave one (placement_problem::workspace)
   std::vector<double> estimate_;
   std::vector<bool> is_long_;
   std::vector<long_item> longs_;

@@ -73,7 +73,12 @@ public:
         gpus_(problem.cost.cluster().gpus),
         gpus_per_node_(problem.cost.cluster().gpus_per_node),
         budget_(problem.cost.memory_budget()),
-        degrees_(allowed_degrees(problem.cost.model(), problem.cost.cluster(), sp_)) {
+        degrees_(allowed_degrees(problem.cost.model(), problem.cost.cluster(), sp_)),
+        workspace_(problem.workspace) {
+    if (workspace_ != nullptr) {
+      shapes_ = workspace_->take<micro_batch_shape>();
+      first_alike_ = workspace_->take<std::uint32_t>();
+    }
     shapes_.reserve(problem.samples.size());
     first_alike_.reserve(problem.samples.size());
     for (const auto& s : problem.samples) {
@@ -96,6 +101,15 @@ public:
     alone_.resize(degrees_.size());
     packing_.resize(degrees_.size());
     for (auto& column : alone_) column.resize((shapes_.size() + option_block::size - 1) / option_block::size);
+  }
+
+  placement_context(const placement_context&) = delete;
+  placement_context& operator=(const placement_context&) = delete;
+  /// Gives the per-sample tables back to the problem's workspace.
+  ~placement_context() {
+    if (workspace_ == nullptr) return;
+    workspace_->give(std::move(shapes_));
+    workspace_->give(std::move(first_alike_));
   }
 
   [[nodiscard]] const placement_problem<M, R>& problem() const noexcept { return problem_; }
@@ -369,6 +383,7 @@ private:
   std::int64_t gpus_per_node_;
   double budget_;
   std::vector<std::int64_t> degrees_;
+  detail::plan_workspace* workspace_;
   std::vector<micro_batch_shape> shapes_;
   std::vector<std::uint32_t> first_alike_;
   /// An empty micro-batch's costs in one style at one degree.

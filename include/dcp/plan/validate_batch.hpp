@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dcp/detail/checked.hpp"
+#include "dcp/detail/plan_workspace.hpp"
 #include "dcp/detail/prefetch.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/sample.hpp"
@@ -137,19 +138,25 @@ inline void validate_batch(std::span<const sample> batch) {
   }
 }
 
-/// The canonical order plans are built in: tokens descending, then id ascending. The plan
-/// depends on the input only through this order, so any permutation gives the same plan.
-[[nodiscard]] inline std::vector<sample> canonical_order(std::span<const sample> batch) {
+namespace detail {
+
+struct canonical_key {
+  std::int64_t tokens;
+  std::uint64_t id;
+  std::size_t index;
+};
+
+/// canonical_order(batch) into `sorted` (cleared first), its sort buffers taken from
+/// `workspace` where given.
+inline void canonical_order_into(std::span<const sample> batch, std::vector<sample>& sorted,
+                                 plan_workspace* workspace = nullptr) {
   // Sorts small keys and gathers once (a sample with its optional video grid is 56 bytes). Ids
   // are unique (validate_batch), so the order is total and the result does not depend on the
   // sort algorithm.
-  struct key {
-    std::int64_t tokens;
-    std::uint64_t id;
-    std::size_t index;
-  };
+  using key = canonical_key;
   const std::size_t n = batch.size();
-  std::vector<key> keys;
+  kept_buffer<key> keys_buffer(workspace);
+  auto& keys = *keys_buffer;
   keys.reserve(n);
   for (std::size_t i = 0; i < n; ++i) keys.push_back({batch[i].tokens, batch[i].id, i});
   const auto before = [](const key& a, const key& b) {
@@ -177,9 +184,11 @@ inline void validate_batch(std::span<const sample> batch) {
         std::vector<std::uint32_t> at(static_cast<std::size_t>(spread) + 2, 0);  // each length's position
         for (const auto& k : keys) ++at[slot(k) + 1];
         for (std::size_t v = 1; v < at.size(); ++v) at[v] += at[v - 1];
-        std::vector<key> by_length(n);
+        kept_buffer<key> by_length_buffer(workspace);
+        auto& by_length = *by_length_buffer;
+        by_length.resize(n);
         for (const auto& k : keys) by_length[at[slot(k)]++] = k;
-        keys = std::move(by_length);
+        keys.swap(by_length);
         for (std::size_t b = 0; b < n;) {
           std::size_t e = b + 1;
           while (e < n && keys[e].tokens == keys[b].tokens) ++e;
@@ -193,13 +202,22 @@ inline void validate_batch(std::span<const sample> batch) {
     }
     if (!counted) std::sort(keys.begin(), keys.end(), before);
   }
-  std::vector<sample> sorted;
+  sorted.clear();
   sorted.reserve(n);
   constexpr std::size_t ahead = 16;
   for (std::size_t k = 0; k < n; ++k) {
     if (n >= large && k + ahead < n) detail::prefetch(&batch[keys[k + ahead].index]);
     sorted.push_back(batch[keys[k].index]);
   }
+}
+
+}  // namespace detail
+
+/// The canonical order plans are built in: tokens descending, then id ascending. The plan
+/// depends on the input only through this order, so any permutation gives the same plan.
+[[nodiscard]] inline std::vector<sample> canonical_order(std::span<const sample> batch) {
+  std::vector<sample> sorted;
+  detail::canonical_order_into(batch, sorted);
   return sorted;
 }
 
