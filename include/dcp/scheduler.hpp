@@ -151,9 +151,7 @@ public:
       // A micro-step's samples lie far apart in the batch: on a batch larger than the cache,
       // each read is asked for a few samples ahead.
       constexpr std::size_t ahead = 8;
-      const bool far = samples.size() >= (std::size_t{1} << 16);
-      for (std::size_t j = 0; far && j < std::min(ahead, placed_step.samples.size()); ++j)
-        detail::prefetch(&samples[placed_step.samples[j]]);
+      const bool far = samples.size() >= detail::samples_beyond_cache;
       for (std::size_t j = 0; j < placed_step.samples.size(); ++j) {
         if (far && j + ahead < placed_step.samples.size()) detail::prefetch(&samples[placed_step.samples[j + ahead]]);
         const auto i = placed_step.samples[j];

@@ -28,9 +28,9 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 class plan_workspace {
 public:
-  /// The batch size from which a plan uses the workspace: its largest arrays (the samples, 56
-  /// bytes each) reach the 32 MiB kept from (below, a plan leaves its memory to the allocator
-  /// alone, and its order of frees and faults is as without a workspace).
+  /// The batch size from which a plan uses the workspace: about where its largest array (the
+  /// samples, 56 bytes each) nears the 32 MiB kept from (below, a plan leaves its memory to the
+  /// allocator alone, and its order of frees and faults is as without a workspace).
   static constexpr std::size_t from_samples = std::size_t{1} << 19;
   /// The default of keep_from: see below.
   static constexpr std::size_t default_keep_from = std::size_t{32} << 20;

@@ -671,8 +671,7 @@ std::vector<packed_batch> pack_to_budget(const Context& ctx, std::vector<std::si
 /// group's samples in the chunk fed together, so a packer's state is brought into cache once
 /// per chunk rather than once per sample; with a thousand groups, feeding them sample by sample
 /// missed the cache on almost every sample of a 10M batch (with 64 or fewer, their packers stay
-/// in the cache and the samples go one at a time). Both keep the per-sample tables' reads and the packers' work linear in the batch.
-/// Each sample is in at most one group. `group_of_buffer`, where given, holds the sample-to-group
+/// in the cache and the samples go one at a time). Each sample is in at most one group. `group_of_buffer`, where given, holds the sample-to-group
 /// table (as long as the batch) from call to call.
 template <class Context>
 [[nodiscard]] std::vector<std::vector<packed_batch>> pack_groups_to_budget(

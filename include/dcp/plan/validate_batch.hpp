@@ -163,9 +163,7 @@ inline void canonical_order_into(std::span<const sample> batch, std::vector<samp
     if (a.tokens != b.tokens) return a.tokens > b.tokens;
     return a.id < b.id;
   };
-  // Batches of more than 64K samples no longer fit the cache (56 bytes a sample): for them the
-  // sort may count and the gather asks for its scattered reads early.
-  constexpr std::size_t large = std::size_t{1} << 16;
+  constexpr std::size_t large = samples_beyond_cache;
   if (!std::is_sorted(keys.begin(), keys.end(), before)) {
     // Where the lengths of a large batch span fewer values than four per sample (text split to
     // a context: at most 64K values for any number of samples), a counting sort by length, then
