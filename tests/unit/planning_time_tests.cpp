@@ -209,6 +209,49 @@ TEST_CASE("Placement.BlockLoads.matches_a_scan_of_rank_free_times") {
   }
 }
 
+TEST_CASE("Placement.Context.alone_is_each_samples_own_evaluation_whatever_its_run") {
+  // The alone cache is kept per run of equal shapes, in blocks of runs: over 1,024 runs here
+  // (several blocks), runs of one to dozens of samples, read in a scattered order of samples and
+  // degrees. Every read is the sample's own evaluation and marginal, and first_alike is the
+  // first sample of its shape.
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(2, gpus::h200_sxm()));
+  std::vector<sample> raw;
+  dcp::test::rng r(7);
+  for (std::uint64_t id = 0; id < 6000; ++id) {
+    const bool repeated = r.below(2) == 0;  // half from a few lengths, half spread wide
+    const auto tokens = repeated ? 64 * (1 + r.below(40)) : 1 + r.below(131072);
+    raw.push_back(text_sample(id, tokens));
+  }
+  const auto batch = canonical_order(raw);
+  const auto labels = varlen_buckets{}.assign(batch);
+  const pyramid_recompute recompute;
+  const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost, recompute};
+  const placement_context<analytic_cost_model, pyramid_recompute> ctx(problem);
+  std::size_t runs = 0;
+  for (std::size_t i = 0; i < ctx.size(); ++i) {
+    const bool first = i == 0 || !(ctx.shape(i) == ctx.shape(i - 1));
+    runs += first ? 1 : 0;
+    CHECK(ctx.first_alike(i) == (first ? i : ctx.first_alike(i - 1)));
+  }
+  REQUIRE(runs > 2 * 1024);
+  REQUIRE(runs < ctx.size() - 1000);
+  for (int read = 0; read < 20000; ++read) {
+    const auto i = static_cast<std::size_t>(r.below(static_cast<std::int64_t>(ctx.size())));
+    const auto k = static_cast<std::size_t>(r.below(static_cast<std::int64_t>(ctx.degrees().size())));
+    const auto own = ctx.evaluate(ctx.shape(i), k);
+    const auto& cached = ctx.alone(i, k);
+    CAPTURE(i);
+    CAPTURE(k);
+    REQUIRE(cached.feasible == own.feasible);
+    if (!own.feasible) continue;
+    CHECK(cached.recompute == own.recompute);
+    CHECK(cached.seconds == own.seconds);
+    CHECK(cached.peak_bytes == own.peak_bytes);
+    CHECK(cached.sp == own.sp);
+    CHECK(ctx.alone_marginal(i, k) == ctx.marginal_seconds(i, own, k));
+  }
+}
+
 TEST_CASE("Placement.PackedEstimate.counts_a_sample_by_its_device_time_not_the_host_time") {
   // The host's issue time decides a short sample alone, but a micro-batch filled to the budget
   // hides it: the estimate that balances samples over groups is the device's increment plus a

@@ -918,9 +918,11 @@ private:
       any = true;
     }
     if (!any) return false;
-    std::vector<std::pair<double, std::size_t>> rest;
-    for (std::size_t p = unjoined(0); p < n; p = unjoined(p + 1)) rest.push_back(a.singles[p]);
-    a.singles = std::move(rest);
+    // The singles that joined no block leave the list, in place (its memory is kept from
+    // schedule to schedule).
+    std::size_t kept = 0;
+    for (std::size_t p = unjoined(0); p < n; p = unjoined(p + 1)) a.singles[kept++] = a.singles[p];
+    a.singles.resize(kept);
     std::fill(a.free.begin(), a.free.end(), 0.0);
     for (auto& block : a.multi) {
       block.start = a.free[static_cast<std::size_t>(block.first_rank)];
