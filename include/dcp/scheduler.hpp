@@ -99,8 +99,8 @@ public:
     std::unique_lock hold(workspace_->in_use(), std::defer_lock);
     if (batch.size() >= detail::plan_workspace::from_samples) static_cast<void>(hold.try_lock());
     detail::plan_workspace* const kept = hold.owns_lock() ? workspace_.get() : nullptr;
-    validate_batch(batch);
-    detail::kept_buffer<sample> ordered(kept);
+    detail::check_batch(batch, kept);
+    detail::kept_buffer<sample> ordered(kept, batch.size());
     const auto& samples = *ordered;
     detail::canonical_order_into(batch, *ordered, kept);
     const auto labels = bucketing_.assign(samples);

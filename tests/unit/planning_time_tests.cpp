@@ -281,27 +281,40 @@ TEST_CASE("Placement.PackedEstimate.counts_a_sample_by_its_device_time_not_the_h
   }
 }
 
-TEST_CASE("Planner.Workspace.keeps_buffers_from_its_threshold_and_hands_out_the_largest") {
+TEST_CASE("Planner.Workspace.keeps_buffers_from_its_threshold_and_hands_out_the_smallest_that_holds") {
   detail::plan_workspace workspace(1000);
-  CHECK(workspace.take<double>().capacity() == 0);  // nothing kept yet
-  std::vector<double> small(100);                     // 800 bytes: below the threshold
+  CHECK(workspace.take<double>(10).capacity() == 0);  // nothing kept yet
+  std::vector<double> small(100);                       // 800 bytes: below the threshold
   workspace.give(std::move(small));
   CHECK(workspace.kept_bytes() == 0);
   std::vector<double> a(200);
   std::vector<double> b(500);
+  std::vector<double> c(300);
   a[0] = 7;
   workspace.give(std::move(a));
   workspace.give(std::move(b));
-  CHECK(workspace.kept_bytes() == 700 * sizeof(double));
-  CHECK(workspace.take<std::uint32_t>().capacity() == 0);  // another element type
-  auto largest = workspace.take<double>();
-  CHECK(largest.empty());
+  workspace.give(std::move(c));
+  CHECK(workspace.kept_bytes() == 1000 * sizeof(double));
+  CHECK(workspace.take<std::uint32_t>(1).capacity() == 0);  // another element type
+  // The smallest that holds what is asked for: 250 elements get the 300, not the 500.
+  auto fits = workspace.take<double>(250);
+  CHECK(fits.empty());
+  CHECK(fits.capacity() >= 300);
+  CHECK(fits.capacity() < 500);
+  // None holds 10,000: the largest, to be grown.
+  auto largest = workspace.take<double>(10000);
   CHECK(largest.capacity() >= 500);
-  auto next = workspace.take<double>();
+  auto next = workspace.take<double>(0);
   CHECK(next.empty());  // cleared: no element of an earlier plan survives
   CHECK(next.capacity() >= 200);
-  CHECK(workspace.take<double>().capacity() == 0);
+  CHECK(next.capacity() < 300);
+  CHECK(workspace.take<double>(0).capacity() == 0);
   CHECK(workspace.kept_bytes() == 0);
+  // Sizes that would overflow the byte count get the largest.
+  workspace.give(std::move(fits));
+  workspace.give(std::move(largest));
+  CHECK(workspace.take<double>(std::numeric_limits<std::size_t>::max()).capacity() >= 500);
+  workspace.release();
   // At most a few per type: the smallest go.
   for (std::size_t n = 1; n <= 12; ++n) workspace.give(std::vector<double>(1000 * n));
   CHECK(workspace.kept_bytes() == (5 + 6 + 7 + 8 + 9 + 10 + 11 + 12) * 1000 * sizeof(double));
@@ -316,6 +329,7 @@ TEST_CASE("Planner.Workspace.a_plan_from_kept_buffers_is_the_plan_from_fresh_one
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
   detail::plan_workspace workspace(0);
   const auto place = [&](const std::vector<sample>& batch, detail::plan_workspace* kept) {
+    detail::check_batch(batch, kept);  // its duplicate-id table kept too
     std::vector<sample> samples;
     detail::canonical_order_into(batch, samples, kept);
     CHECK(samples == canonical_order(batch));
@@ -348,5 +362,10 @@ TEST_CASE("Planner.Workspace.a_plan_from_kept_buffers_is_the_plan_from_fresh_one
     CHECK(workspace.kept_bytes() > 0);
     same(place(small, &workspace), fresh_small);  // into the large batch's buffers
     same(place(large, &workspace), fresh_large);
+    // A kept duplicate-id table starts empty: a duplicate is found, and none is invented.
+    auto twice = small;
+    twice.back().id = twice.front().id;
+    CHECK_THROWS_AS(detail::check_batch(twice, &workspace), invalid_sample);
+    CHECK_NOTHROW(detail::check_batch(small, &workspace));
   }
 }

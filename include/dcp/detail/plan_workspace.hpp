@@ -2,7 +2,8 @@
 // plan_workspace: the planner's batch-sized arrays, kept from one plan to the next.
 //
 // A plan of n samples fills arrays of n elements (the samples in canonical order, their shapes,
-// sort keys, the lists the solver schedules from). Allocated afresh, each is mapped and faulted
+// sort keys, the duplicate-id table, the lists and tables the solver schedules from). Allocated
+// afresh, each is mapped and faulted
 // in afresh on every plan once it is larger than the allocator keeps (glibc maps blocks above
 // 32 MB on their own and returns its heap's top above 64 MB): on a 10M-sample batch that was
 // most of the planning time. A DataCentricScheduler owns one workspace; the arrays of a plan are
@@ -12,11 +13,13 @@
 // kept (a batch of about 600K samples or more: the allocator keeps smaller ones itself). One
 // plan uses the workspace at a time (a plan that finds it in use allocates as before); it holds
 // at most a few buffers per element type, so what it keeps is bounded by the largest plans'
-// arrays.
+// arrays; a plan asks for the length it needs and gets the smallest kept buffer that holds it,
+// so arrays of one element type but different lengths find theirs again.
 
 #include <algorithm>
 #include <any>
 #include <cstddef>
+#include <limits>
 #include <mutex>
 #include <typeindex>
 #include <utility>
@@ -38,16 +41,24 @@ public:
   /// A workspace that keeps buffers of `keep_from` bytes or more.
   explicit plan_workspace(std::size_t keep_from = default_keep_from) noexcept : keep_from_(keep_from) {}
 
-  /// An empty vector, with the largest capacity kept for T (none where nothing is kept).
+  /// An empty vector for `at_least` elements of T: of the buffers kept for T, the smallest that
+  /// holds them, else the largest (none where nothing is kept), so that buffers of one element
+  /// type but different lengths each find theirs again.
   template <class T>
-  [[nodiscard]] std::vector<T> take() {
+  [[nodiscard]] std::vector<T> take(std::size_t at_least) {
     auto& kept = shelf(typeid(T));
     if (kept.empty()) return {};
-    const auto largest = std::max_element(kept.begin(), kept.end(),
-                                          [](const entry& a, const entry& b) { return a.bytes < b.bytes; });
-    auto out = std::move(std::any_cast<std::vector<T>&>(largest->buffer));
-    kept_bytes_ -= largest->bytes;
-    kept.erase(largest);
+    constexpr auto most_bytes = std::numeric_limits<std::size_t>::max();
+    const std::size_t need = at_least > most_bytes / sizeof(T) ? most_bytes : at_least * sizeof(T);
+    const auto pick = std::min_element(kept.begin(), kept.end(), [need](const entry& a, const entry& b) {
+      const bool a_holds = a.bytes >= need;
+      const bool b_holds = b.bytes >= need;
+      if (a_holds != b_holds) return a_holds;
+      return a_holds ? a.bytes < b.bytes : a.bytes > b.bytes;
+    });
+    auto out = std::move(std::any_cast<std::vector<T>&>(pick->buffer));
+    kept_bytes_ -= pick->bytes;
+    kept.erase(pick);
     return out;
   }
 
@@ -113,8 +124,9 @@ private:
 template <class T>
 class kept_buffer {
 public:
-  explicit kept_buffer(plan_workspace* workspace) : workspace_(workspace) {
-    if (workspace_ != nullptr) buffer_ = workspace_->take<T>();
+  /// For `at_least` elements (plan_workspace::take).
+  kept_buffer(plan_workspace* workspace, std::size_t at_least) : workspace_(workspace) {
+    if (workspace_ != nullptr) buffer_ = workspace_->take<T>(at_least);
   }
   kept_buffer(const kept_buffer&) = delete;
   kept_buffer& operator=(const kept_buffer&) = delete;

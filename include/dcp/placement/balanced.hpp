@@ -86,11 +86,13 @@ public:
       : ctx_(ctx), options_(options), gpus_(static_cast<std::size_t>(ctx.gpus())),
         workspace_(ctx.problem().workspace) {
     if (workspace_ == nullptr) return;
-    estimate_ = workspace_->take<double>();
-    short_sorted_ = workspace_->take<std::pair<double, std::size_t>>();
-    schedule_blocks_.singles = workspace_->take<std::pair<double, std::size_t>>();
-    unjoined_ = workspace_->take<std::size_t>();
-    group_of_ = workspace_->take<std::uint32_t>();
+    const std::size_t n = ctx.size();
+    estimate_ = workspace_->take<double>(n);
+    short_sorted_ = workspace_->take<std::pair<double, std::size_t>>(n);
+    schedule_blocks_.singles = workspace_->take<std::pair<double, std::size_t>>(n);
+    unjoined_ = workspace_->take<std::size_t>(n + 1);
+    group_of_ = workspace_->take<std::uint32_t>(n);
+    batch_of_ = workspace_->take<std::uint32_t>(n);
   }
   balanced_solver(const balanced_solver&) = delete;
   balanced_solver& operator=(const balanced_solver&) = delete;
@@ -102,6 +104,7 @@ public:
     workspace_->give(std::move(schedule_blocks_.singles));
     workspace_->give(std::move(unjoined_));
     workspace_->give(std::move(group_of_));
+    workspace_->give(std::move(batch_of_));
   }
 
   [[nodiscard]] placement solve() {
@@ -771,6 +774,9 @@ private:
     improve(a.free, per_rank, batches, end);
 
     placement out;
+    std::size_t steps = a.multi.size();
+    for (const auto& on_rank : batches) steps += on_rank.size();
+    out.micro_steps.reserve(steps);  // grown by doubling, a 10M plan's list was mapped afresh thrice
     std::vector<double> free(gpus_, 0.0);
     for (const auto& block : a.multi) {
       placed_micro_step step;
@@ -1021,7 +1027,8 @@ private:
   void improve(const std::vector<double>& base, std::vector<std::vector<std::size_t>>& items,
                std::vector<std::vector<packed_batch>>& batches, std::vector<double>& end) const {
     constexpr auto nowhere = std::numeric_limits<std::uint32_t>::max();
-    std::vector<std::uint32_t> batch_of(ctx_.size(), nowhere);  // micro-batch on its rank
+    auto& batch_of = batch_of_;  // micro-batch on its rank
+    batch_of.assign(ctx_.size(), nowhere);
     for (std::size_t r = 0; r < gpus_; ++r)
       for (std::size_t b = 0; b < batches[r].size(); ++b)
         for (auto i : batches[r][b].samples) batch_of[i] = static_cast<std::uint32_t>(b);
@@ -1341,6 +1348,7 @@ private:
   mutable block_assignment schedule_blocks_;
   mutable std::vector<std::size_t> unjoined_;
   mutable std::vector<std::uint32_t> group_of_;  // pack_groups_to_budget()'s sample-to-rank table
+  mutable std::vector<std::uint32_t> batch_of_;  // improve()'s sample-to-micro-batch table
 };
 
 }  // namespace detail

@@ -77,9 +77,8 @@ public:
         degrees_(allowed_degrees(problem.cost.model(), problem.cost.cluster(), sp_)),
         workspace_(problem.workspace) {
     if (workspace_ != nullptr) {
-      shapes_ = workspace_->take<micro_batch_shape>();
-      run_of_ = workspace_->take<std::uint32_t>();
-      run_first_ = workspace_->take<std::uint32_t>();
+      shapes_ = workspace_->take<micro_batch_shape>(problem.samples.size());
+      run_of_ = workspace_->take<std::uint32_t>(problem.samples.size());
     }
     shapes_.reserve(problem.samples.size());
     run_of_.reserve(problem.samples.size());
@@ -112,7 +111,6 @@ public:
     if (workspace_ == nullptr) return;
     workspace_->give(std::move(shapes_));
     workspace_->give(std::move(run_of_));
-    workspace_->give(std::move(run_first_));
   }
 
   [[nodiscard]] const placement_problem<M, R>& problem() const noexcept { return problem_; }
@@ -389,7 +387,7 @@ private:
   detail::plan_workspace* workspace_;
   std::vector<micro_batch_shape> shapes_;
   std::vector<std::uint32_t> run_of_;     // per sample: its run of equal shapes
-  std::vector<std::uint32_t> run_first_;  // per run: its first sample
+  std::vector<std::uint32_t> run_first_;  // per run: its first sample (as many as lengths, usually few)
   /// An empty micro-batch's costs in one style at one degree.
   struct layout_costs {
     sequence_parallel sp;

@@ -62,6 +62,9 @@ template <class Context>
   placement out;
   out.policy = "static(degree " + std::to_string(d) + ")";
   auto packed = pack_groups_to_budget(ctx, assigned, k);
+  std::size_t steps = 0;
+  for (const auto& group : packed) steps += group.size();
+  out.micro_steps.reserve(steps);
   for (std::size_t g = 0; g < groups; ++g) {
     if (assigned[g].empty()) continue;
     const double end = append_group(out, std::move(packed[g]), static_cast<std::int64_t>(g) * d,

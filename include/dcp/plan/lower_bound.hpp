@@ -177,14 +177,14 @@ struct room {
 
 struct room_map {
   std::vector<room> rooms{};
-  std::vector<std::size_t> room_of{};  ///< per sample
+  std::vector<std::uint32_t> room_of{};  ///< per sample; empty where there is one room
+  [[nodiscard]] std::size_t of(std::size_t i) const noexcept { return room_of.empty() ? 0 : room_of[i]; }
 };
 
 template <class Context>
 [[nodiscard]] room_map rooms_of(const Context& ctx, bool by_bucket) {
   room_map out;
   const std::size_t n = ctx.size();
-  out.room_of.assign(n, 0);
   if (!by_bucket) {
     out.rooms.push_back({std::numeric_limits<double>::infinity(), 0});
     return out;
@@ -194,10 +194,11 @@ template <class Context>
   std::sort(labels.begin(), labels.end());
   labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
   out.rooms.assign(labels.size(), room{0, -1});
+  out.room_of.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const auto b = static_cast<std::size_t>(std::lower_bound(labels.begin(), labels.end(), ctx.bucket(i)) -
                                             labels.begin());
-    out.room_of[i] = b;
+    out.room_of[i] = static_cast<std::uint32_t>(b);
     auto& r = out.rooms[b];
     const auto tokens = ctx.shape(i).tokens;
     r.tokens += static_cast<double>(tokens);
@@ -314,7 +315,7 @@ template <class Context>
     const auto& single = ctx.alone(i, 0);
     const auto& shape = ctx.shape(i);
     const auto tokens = static_cast<double>(shape.tokens);
-    const std::size_t room = rooms.room_of[i];
+    const std::size_t room = rooms.of(i);
     if (single.feasible && single.recompute == relaxed && i >= always_menu) {
       const double m = ctx.alone_marginal(i, 0);
       if (rung_marginals_of != ctx.first_alike(i)) {  // equal shapes have equal marginals
@@ -372,7 +373,7 @@ template <class Context>
     for (std::size_t b = 0; b < rooms.rooms.size(); ++b) work[b] = short_work[b][w_of(b)];
     for (std::size_t x = 0; x < menu.size(); ++x) {
       const auto i = menu[x];
-      const auto room = rooms.room_of[i];
+      const auto room = rooms.of(i);
       const double lambda = weights[w_of(room)];
       const auto tokens = static_cast<double>(ctx.shape(i).tokens);
       work[room] += bound_detail::least_share(

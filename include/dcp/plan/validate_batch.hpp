@@ -22,9 +22,11 @@ namespace detail {
 /// An id that occurs twice in `batch`, if any. Increasing ids (a loader numbering its samples)
 /// need one pass; otherwise an open-addressing table of indices (ids mixed by splitmix64),
 /// expected linear time, falling back to sorting the ids should the probes exceed
-/// `probes_per_sample` per sample, so no input takes more than O(n log n).
+/// `probes_per_sample` per sample, so no input takes more than O(n log n). The table comes from
+/// `workspace` where given.
 [[nodiscard]] inline std::optional<std::uint64_t> duplicate_id(std::span<const sample> batch,
-                                                               std::size_t probes_per_sample = 8) {
+                                                               std::size_t probes_per_sample = 8,
+                                                               plan_workspace* workspace = nullptr) {
   if (std::adjacent_find(batch.begin(), batch.end(), [](const sample& a, const sample& b) {
         return a.id >= b.id;
       }) == batch.end())
@@ -39,7 +41,9 @@ namespace detail {
     std::size_t size = 16;
     while (size < 2 * batch.size()) size *= 2;
     constexpr std::uint32_t empty = 0;  // slots hold index + 1
-    std::vector<std::uint32_t> slots(size, empty);
+    kept_buffer<std::uint32_t> table(workspace, size);
+    auto& slots = *table;
+    slots.assign(size, empty);
     std::size_t probes = 0;
     const std::size_t most = probes_per_sample * batch.size();
     bool overflowed = false;
@@ -69,12 +73,11 @@ namespace detail {
 
 }  // namespace detail
 
-/// Throws invalid_sample for a sample with tokens < 1, a video grid that is not positive, does
-/// not hold its tokens or exceeds int64, factorised attention without a grid, an unknown
-/// attention kind, a duplicate id, a batch whose total tokens exceed int64 (plans sum tokens
-/// per micro-step and per batch), or one of more than 2^32 - 2 samples.
-inline void validate_batch(std::span<const sample> batch) {
-  // The planner indexes samples with 32 bits (about 290 bytes of planner memory per sample, so
+namespace detail {
+
+/// validate_batch, its duplicate-id table taken from `workspace` where given.
+inline void check_batch(std::span<const sample> batch, plan_workspace* workspace) {
+  // The planner indexes samples with 32 bits (about 200-270 bytes of planner memory per sample, so
   // the limit is over a terabyte away).
   constexpr std::size_t most_samples = std::numeric_limits<std::uint32_t>::max() - 1;
   if (batch.size() > most_samples)
@@ -128,7 +131,7 @@ inline void validate_batch(std::span<const sample> batch) {
                          std::to_string(detail::int64_max) + " (" + std::to_string(total_tokens) +
                          " in the samples before it)");
   }
-  if (const auto dup = detail::duplicate_id(batch)) {
+  if (const auto dup = duplicate_id(batch, 8, workspace)) {
     std::vector<std::size_t> where;
     for (std::size_t i = 0; i < batch.size(); ++i)
       if (batch[i].id == *dup) where.push_back(i);
@@ -137,6 +140,14 @@ inline void validate_batch(std::span<const sample> batch) {
                          "; ids must be unique within a batch");
   }
 }
+
+}  // namespace detail
+
+/// Throws invalid_sample for a sample with tokens < 1, a video grid that is not positive, does
+/// not hold its tokens or exceeds int64, factorised attention without a grid, an unknown
+/// attention kind, a duplicate id, a batch whose total tokens exceed int64 (plans sum tokens
+/// per micro-step and per batch), or one of more than 2^32 - 2 samples.
+inline void validate_batch(std::span<const sample> batch) { detail::check_batch(batch, nullptr); }
 
 namespace detail {
 
@@ -155,7 +166,7 @@ inline void canonical_order_into(std::span<const sample> batch, std::vector<samp
   // sort algorithm.
   using key = canonical_key;
   const std::size_t n = batch.size();
-  kept_buffer<key> keys_buffer(workspace);
+  kept_buffer<key> keys_buffer(workspace, n);
   auto& keys = *keys_buffer;
   keys.reserve(n);
   for (std::size_t i = 0; i < n; ++i) keys.push_back({batch[i].tokens, batch[i].id, i});
@@ -182,7 +193,7 @@ inline void canonical_order_into(std::span<const sample> batch, std::vector<samp
         std::vector<std::uint32_t> at(static_cast<std::size_t>(spread) + 2, 0);  // each length's position
         for (const auto& k : keys) ++at[slot(k) + 1];
         for (std::size_t v = 1; v < at.size(); ++v) at[v] += at[v - 1];
-        kept_buffer<key> by_length_buffer(workspace);
+        kept_buffer<key> by_length_buffer(workspace, n);
         auto& by_length = *by_length_buffer;
         by_length.resize(n);
         for (const auto& k : keys) by_length[at[slot(k)]++] = k;
