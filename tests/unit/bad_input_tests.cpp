@@ -91,6 +91,48 @@ TEST_CASE("BadInput.Sample.duplicate_ids_are_found_by_every_path") {
       if (found) CHECK(repeated.count(*found) == 1);
     }
   }
+  // Batches large enough to be split into parts (about 4,096 ids each), a repeat within a part
+  // or none.
+  for (const std::size_t n : {std::size_t{9000}, std::size_t{70000}}) {
+    std::vector<sample> batch;
+    for (std::size_t i = 0; i < n; ++i) batch.push_back(text_sample(rng(), 10));
+    for (const std::size_t budget : {std::size_t{8}, std::size_t{0}}) CHECK_FALSE(detail::duplicate_id(batch, budget));
+    batch[n / 3].id = batch[2 * n / 3].id;
+    for (const std::size_t budget : {std::size_t{8}, std::size_t{0}})
+      CHECK(detail::duplicate_id(batch, budget) == std::optional<std::uint64_t>{batch[n / 3].id});
+  }
+  // Ids chosen so that their mixed values all fall into one part and onto one slot (the mix
+  // inverted): the probes overrun the budget and the sort decides, in O(n log n).
+  const auto unmix = [](std::uint64_t m) {
+    const auto unshift = [](std::uint64_t y, int k) {
+      std::uint64_t x = y;
+      for (int i = 0; i < 64 / k + 1; ++i) x = y ^ (x >> k);
+      return x;
+    };
+    const auto inverse = [](std::uint64_t a) {  // of an odd a, modulo 2^64 (Newton)
+      std::uint64_t x = a;
+      for (int i = 0; i < 6; ++i) x *= 2 - a * x;
+      return x;
+    };
+    m = unshift(m, 31) * inverse(0x94d049bb133111ebULL);
+    m = unshift(m, 27) * inverse(0xbf58476d1ce4e5b9ULL);
+    return unshift(m, 30) - 0x9e3779b97f4a7c15ULL;
+  };
+  const auto mix = [](std::uint64_t x) {  // splitmix64's finaliser, as duplicate_id mixes
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  std::vector<sample> colliding;
+  for (std::uint64_t i = 1; i <= 5000; ++i) {
+    colliding.push_back(text_sample(unmix(i << 40), 10));
+    REQUIRE(mix(colliding.back().id) == i << 40);
+  }
+  std::shuffle(colliding.begin(), colliding.end(), rng);
+  CHECK_FALSE(detail::duplicate_id(colliding).has_value());
+  colliding.push_back(colliding[1234]);
+  CHECK(detail::duplicate_id(colliding) == std::optional<std::uint64_t>{colliding[1234].id});
   std::vector<sample> increasing;
   for (std::uint64_t i = 0; i < 1000; ++i) increasing.push_back(text_sample(i, 10));
   CHECK_FALSE(detail::duplicate_id(increasing).has_value());

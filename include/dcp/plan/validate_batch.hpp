@@ -20,10 +20,13 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 namespace detail {
 
 /// An id that occurs twice in `batch`, if any. Increasing ids (a loader numbering its samples)
-/// need one pass; otherwise an open-addressing table of indices (ids mixed by splitmix64),
-/// expected linear time, falling back to sorting the ids should the probes exceed
-/// `probes_per_sample` per sample, so no input takes more than O(n log n). The table comes from
-/// `workspace` where given.
+/// need one pass. Otherwise the ids are mixed by splitmix64's finaliser (a bijection: equal
+/// mixed values are equal ids), split by their top bits into parts of about 4,096 (a counting
+/// sort) and each part is checked with an open-addressing table that stays in the cache: one
+/// table for a whole batch of millions missed the cache and the TLB on every sample (33 ns per
+/// sample at 10M, 11 ns so). Expected linear time, falling back to sorting the ids should the
+/// probes exceed `probes_per_sample` per sample, so no input takes more than O(n log n). The
+/// mixed ids' array comes from `workspace` where given.
 [[nodiscard]] inline std::optional<std::uint64_t> duplicate_id(std::span<const sample> batch,
                                                                std::size_t probes_per_sample = 8,
                                                                plan_workspace* workspace = nullptr) {
@@ -31,44 +34,69 @@ namespace detail {
         return a.id >= b.id;
       }) == batch.end())
     return std::nullopt;
-  if (batch.size() < std::numeric_limits<std::uint32_t>::max() / 4) {
-    const auto mix = [](std::uint64_t x) {
-      x += 0x9e3779b97f4a7c15ULL;
-      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-      x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-      return x ^ (x >> 31);
-    };
+  const auto mix = [](std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  const std::size_t n = batch.size();
+  int bits = 1;  // at least two parts: each then has a value no member of it takes (below)
+  while (bits < 20 && (n >> bits) > 4096) ++bits;
+  const std::size_t parts = std::size_t{1} << bits;
+  const int shift = 64 - bits;
+  std::vector<std::size_t> first(parts + 1, 0);  // part p: mixed[first[p], first[p + 1])
+  for (const auto& s : batch) ++first[(mix(s.id) >> shift) + 1];
+  for (std::size_t p = 0; p < parts; ++p) first[p + 1] += first[p];
+  kept_buffer<std::uint64_t> mixed_buffer(workspace, n);
+  auto& mixed = *mixed_buffer;
+  mixed.resize(n);
+  {
+    std::vector<std::size_t> next(first.begin(), first.end() - 1);
+    for (const auto& s : batch) {
+      const auto m = mix(s.id);
+      mixed[next[m >> shift]++] = m;
+    }
+  }
+  std::size_t largest = 0;
+  for (std::size_t p = 0; p < parts; ++p) largest = std::max(largest, first[p + 1] - first[p]);
+  const auto table_size = [](std::size_t members) {
     std::size_t size = 16;
-    while (size < 2 * batch.size()) size *= 2;
-    constexpr std::uint32_t empty = 0;  // slots hold index + 1
-    kept_buffer<std::uint32_t> table(workspace, size);
-    auto& slots = *table;
-    slots.assign(size, empty);
-    std::size_t probes = 0;
-    const std::size_t most = probes_per_sample * batch.size();
-    bool overflowed = false;
-    for (std::size_t i = 0; i < batch.size() && !overflowed; ++i) {
-      for (std::size_t at = mix(batch[i].id) & (size - 1);; at = (at + 1) & (size - 1)) {
-        if (slots[at] == empty) {
-          slots[at] = static_cast<std::uint32_t>(i + 1);
+    while (size < 2 * members) size *= 2;
+    return size;
+  };
+  const auto id_of = [&](std::uint64_t m) -> std::uint64_t {  // (m is some sample's)
+    return std::find_if(batch.begin(), batch.end(), [&](const sample& s) { return mix(s.id) == m; })->id;
+  };
+  std::vector<std::uint64_t> table(table_size(largest));
+  std::size_t probes = 0;
+  const std::size_t most = probes_per_sample * n;
+  bool overflowed = false;
+  for (std::size_t p = 0; p < parts && !overflowed; ++p) {
+    // A free slot holds a value whose top bits name another part.
+    const std::uint64_t empty = static_cast<std::uint64_t>(p ^ 1) << shift;
+    const std::size_t size = table_size(first[p + 1] - first[p]);
+    std::fill_n(table.begin(), size, empty);
+    for (std::size_t j = first[p]; j < first[p + 1] && !overflowed; ++j) {
+      const auto m = mixed[j];
+      for (std::size_t at = m & (size - 1);; at = (at + 1) & (size - 1)) {
+        if (table[at] == empty) {
+          table[at] = m;
           break;
         }
-        if (batch[slots[at] - 1].id == batch[i].id) return batch[i].id;
+        if (table[at] == m) return id_of(m);
         if (++probes > most) {
           overflowed = true;
           break;
         }
       }
     }
-    if (!overflowed) return std::nullopt;
   }
-  std::vector<std::uint64_t> ids;
-  ids.reserve(batch.size());
-  for (const auto& s : batch) ids.push_back(s.id);
-  std::sort(ids.begin(), ids.end());
-  const auto dup = std::adjacent_find(ids.begin(), ids.end());
-  if (dup == ids.end()) return std::nullopt;
-  return *dup;
+  if (!overflowed) return std::nullopt;
+  std::sort(mixed.begin(), mixed.end());
+  const auto dup = std::adjacent_find(mixed.begin(), mixed.end());
+  if (dup == mixed.end()) return std::nullopt;
+  return id_of(*dup);
 }
 
 }  // namespace detail
