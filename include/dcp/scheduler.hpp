@@ -168,6 +168,10 @@ public:
     }
     out.barriers = barrier_sequences(out, placed.barrier_seconds);
     out.fingerprint = compute_fingerprint(out);
+    if (kept != nullptr) {  // the placement's list, for the next plan's schedules
+      steps.clear();
+      kept->give(std::move(steps));
+    }
     return out;
   }
 

@@ -105,6 +105,7 @@ public:
     workspace_->give(std::move(unjoined_));
     workspace_->give(std::move(group_of_));
     workspace_->give(std::move(batch_of_));
+    workspace_->give(std::move(spare_steps_));
   }
 
   [[nodiscard]] placement solve() {
@@ -192,10 +193,13 @@ public:
                     bool share) {
       if (!candidate) return false;
       if (!best || candidate->makespan_seconds < best->makespan_seconds) {
+        if (best) recycle(*best);
         best = std::move(candidate);
         best_choice = choice;
         best_unneeded = allow_unneeded;
         best_shared = share;
+      } else {
+        recycle(*candidate);
       }
       return true;
     };
@@ -776,7 +780,15 @@ private:
     placement out;
     std::size_t steps = a.multi.size();
     for (const auto& on_rank : batches) steps += on_rank.size();
-    out.micro_steps.reserve(steps);  // grown by doubling, a 10M plan's list was mapped afresh thrice
+    // Into the list of a schedule that lost (recycle()), or one kept from an earlier plan: a
+    // 10M plan's list is ~75 MB, which a fresh one maps and faults in afresh.
+    if (spare_steps_.capacity() < steps && workspace_ != nullptr) {
+      auto kept = workspace_->take<placed_micro_step>(steps);
+      if (kept.capacity() > spare_steps_.capacity()) spare_steps_.swap(kept);
+      if (kept.capacity() > 0) workspace_->give(std::move(kept));
+    }
+    out.micro_steps.swap(spare_steps_);
+    out.micro_steps.reserve(steps);
     std::vector<double> free(gpus_, 0.0);
     for (const auto& block : a.multi) {
       placed_micro_step step;
@@ -796,7 +808,10 @@ private:
                                          ctx_.config(0), free[r]);
       out.makespan_seconds = std::max(out.makespan_seconds, finish);
     }
-    if (!allow_unneeded && needless_crossing(a, out.makespan_seconds)) return std::nullopt;
+    if (!allow_unneeded && needless_crossing(a, out.makespan_seconds)) {
+      recycle(out);
+      return std::nullopt;
+    }
     return out;
   }
 
@@ -1349,6 +1364,12 @@ private:
   mutable std::vector<std::size_t> unjoined_;
   mutable std::vector<std::uint32_t> group_of_;  // pack_groups_to_budget()'s sample-to-rank table
   mutable std::vector<std::uint32_t> batch_of_;  // improve()'s sample-to-micro-batch table
+  // The micro-step list of a schedule that lost, emptied, for the next schedule to fill.
+  std::vector<placed_micro_step> spare_steps_;
+  void recycle(placement& lost) {
+    lost.micro_steps.clear();
+    if (lost.micro_steps.capacity() > spare_steps_.capacity()) spare_steps_.swap(lost.micro_steps);
+  }
 };
 
 }  // namespace detail
