@@ -7,6 +7,12 @@
 //   BM_TruthVsPlanner/Wikipedia1M 20 batches of ~1M tokens on 4x8 H200: the planner's predicted
 //                                 makespan, the simulated one (noise 0 and sigma 0.03) and the
 //                                 truth lower bound, as means; the prediction error; OOM events.
+//   BM_KarmarkarKarp/<n>/<k>/<eq> verl's largest differencing (baselines::karmarkar_karp) of n
+//                                 Wikipedia-profile workloads into k parts, equal_size = eq: the
+//                                 partition the verl policy computes for every micro-batch count
+//                                 it tries (eq = 0) and over the DP ranks (eq = 1).
+//   BM_VerlPlan<gpus>/<samples>   the verl policy (cap tuned per batch, as dcp-sim runs it)
+//                                 planning one Wikipedia batch for Llama-3-8B on H200.
 //
 // ./build/bench/dcp_bench_simulator --benchmark_filter=BM_Simulate
 
@@ -16,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dcp/baselines/verl_balanced_dp.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_bound.hpp"
@@ -97,5 +104,35 @@ void BM_TruthVsPlanner(benchmark::State& state) {
   state.counters["oom_events"] = static_cast<double>(ooms);
 }
 BENCHMARK(BM_TruthVsPlanner)->Name("BM_TruthVsPlanner/Wikipedia1M")->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_KarmarkarKarp(benchmark::State& state) {
+  std::vector<double> values;
+  for (const auto& s : wikipedia_samples(state.range(0), 42)) values.push_back(baselines::verl_workload(s.tokens));
+  const auto k = static_cast<std::size_t>(state.range(1));
+  const bool equal_size = state.range(2) != 0;
+  for (auto _ : state) {
+    auto parts = baselines::karmarkar_karp(values, k, equal_size);
+    benchmark::DoNotOptimize(parts.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(values.size()));
+}
+BENCHMARK(BM_KarmarkarKarp)
+    ->ArgsProduct({{1000, 8000}, {8, 64}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+template <std::int64_t Gpus>
+void BM_VerlPlan(benchmark::State& state) {
+  const auto cluster = hgx_cluster(Gpus / 8, gpus::h200_sxm());
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_pyramid_recompute,
+                             baselines::verl_balanced_dp>
+      scheduler(analytic_cost_model(models::llama3_8b(), cluster));
+  const auto batch = wikipedia_samples(state.range(0), 42);
+  for (auto _ : state) {
+    auto plan = scheduler.plan(batch);
+    benchmark::DoNotOptimize(plan.makespan_seconds);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(batch.size()));
+}
+BENCHMARK(BM_VerlPlan<32>)->Arg(1000)->Arg(4000)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -14,7 +14,9 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "../support/batches.hpp"
@@ -524,6 +526,154 @@ TEST_CASE("Baselines.FlexSP.groups_respect_the_token_capacity") {
 }
 
 // ---- verl ------------------------------------------------------------------------------------
+
+// ---- verl: the differencing against a plain transcription --------------------------------------
+
+// karmarkar_karp as verl's Python writes it: each set a list of (index, value) that merging
+// copies, each state a list of k sets sorted whole. The library's version chains items and
+// stores only non-empty sets; it must return exactly these partitions.
+namespace verl_reference {
+
+struct kk_set {
+  double sum = 0;
+  std::vector<std::pair<std::size_t, double>> items{};  // (index, value)
+};
+
+// Python's Set.__lt__: by sum, then item count, then the item lists.
+[[nodiscard]] inline bool kk_set_less(const kk_set& a, const kk_set& b) {
+  if (a.sum != b.sum) return a.sum < b.sum;
+  if (a.items.size() != b.items.size()) return a.items.size() < b.items.size();
+  return a.items < b.items;
+}
+
+struct kk_state {
+  std::vector<kk_set> sets{};  // decreasing
+  std::uint64_t order = 0;     // insertion, for ties
+  [[nodiscard]] double spread() const { return sets.front().sum - sets.back().sum; }
+  void sort() {
+    std::stable_sort(sets.begin(), sets.end(), [](const kk_set& a, const kk_set& b) { return kk_set_less(b, a); });
+  }
+};
+
+// Heap order: the state with the largest spread first, then the one with the largest set, then
+// the earliest inserted. Returns whether `a` comes after `b`.
+[[nodiscard]] inline bool kk_after(const kk_state& a, const kk_state& b) {
+  if (a.spread() != b.spread()) return a.spread() < b.spread();
+  if (kk_set_less(a.sets.front(), b.sets.front()) || kk_set_less(b.sets.front(), a.sets.front()))
+    return kk_set_less(a.sets.front(), b.sets.front());
+  return a.order > b.order;
+}
+
+// verl's karmarkar_karp: (value, index) pairs ascending, zero-valued placeholders padding to a
+// multiple of k with equal_size, and the preload (ours) as one more state of k sets.
+std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<double>& values, std::size_t k,
+                                                     bool equal_size, const std::vector<double>& preload) {
+  if (k == 0) return {};
+  const std::size_t n = values.size();
+  const std::size_t pinned = equal_size && n % k != 0 ? n + (k - n % k) : n;
+  std::vector<std::pair<double, std::size_t>> sorted(pinned);
+  for (std::size_t i = 0; i < pinned; ++i) sorted[i] = {i < n ? values[i] : 0.0, i};
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<kk_state> heap;
+  std::uint64_t order = 0;
+  const auto push = [&](kk_state state) {
+    state.order = order++;
+    heap.push_back(std::move(state));
+    std::push_heap(heap.begin(), heap.end(), kk_after);
+  };
+  const auto pop = [&] {
+    std::pop_heap(heap.begin(), heap.end(), kk_after);
+    auto state = std::move(heap.back());
+    heap.pop_back();
+    return state;
+  };
+  const std::size_t step = equal_size ? k : 1;
+  for (std::size_t offset = 0; offset < sorted.size(); offset += step) {
+    kk_state state;
+    state.sets.resize(k);
+    for (std::size_t j = 0; j < step; ++j) {
+      const auto [value, index] = sorted[offset + j];
+      state.sets[j].items.emplace_back(index, value);
+      state.sets[j].sum += value;
+    }
+    state.sort();
+    push(std::move(state));
+  }
+  if (preload.size() == k) {
+    kk_state state;
+    state.sets.resize(k);
+    for (std::size_t j = 0; j < k; ++j) {
+      state.sets[j].items.emplace_back(pinned + j, preload[j]);
+      state.sets[j].sum += preload[j];
+    }
+    state.sort();
+    push(std::move(state));
+  }
+  if (heap.empty()) return std::vector<std::vector<std::size_t>>(k);
+  while (heap.size() > 1) {
+    auto first = pop();
+    auto second = pop();
+    for (std::size_t j = 0; j < k; ++j) {
+      auto& into = first.sets[j];
+      auto& from = second.sets[k - 1 - j];
+      into.items.insert(into.items.end(), from.items.begin(), from.items.end());
+      into.sum += from.sum;
+    }
+    first.sort();
+    push(std::move(first));
+  }
+  std::vector<std::vector<std::size_t>> parts(k);
+  std::size_t next = 0;
+  for (const auto& set : heap.front().sets) {
+    std::vector<std::size_t> part;
+    std::size_t slot = k;
+    for (const auto& [index, value] : set.items) {
+      if (index < n) part.push_back(index);
+      else if (index >= pinned) slot = index - pinned;
+    }
+    std::sort(part.begin(), part.end());
+    parts[preload.size() == k ? slot : next++] = std::move(part);
+  }
+  return parts;
+}
+
+}  // namespace verl_reference
+
+TEST_CASE("Baselines.Verl.karmarkar_karp_returns_the_partitions_of_the_plain_transcription") {
+  std::mt19937_64 rng(20261204);
+  std::int64_t compared = 0;
+  for (std::size_t n : {0, 1, 2, 3, 5, 8, 17, 64, 300, 1000}) {
+    for (std::size_t k : {1, 2, 3, 8, 13, 64}) {
+      for (int kind = 0; kind < 3; ++kind) {
+        // kind 0: few distinct values (ties in sums, sizes and heap spreads); 1: heavy-tailed
+        // workloads; 2: zeros and one large value.
+        std::vector<double> values;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (kind == 0) values.push_back(static_cast<double>(rng() % 4) * 1000.0);
+          else if (kind == 1) values.push_back(verl_workload(static_cast<std::int64_t>(1 + (rng() % 65536) * (rng() % 8 == 0 ? 8 : 1))));
+          else values.push_back(i == n / 2 ? 1e12 : 0.0);
+        }
+        for (bool equal : {false, true}) {
+          for (bool loaded : {false, true}) {
+            CAPTURE(n);
+            CAPTURE(k);
+            CAPTURE(kind);
+            CAPTURE(equal);
+            CAPTURE(loaded);
+            std::vector<double> preload;
+            if (loaded)
+              for (std::size_t j = 0; j < k; ++j) preload.push_back(static_cast<double>(rng() % 3) * 5000.0);
+            const auto got = karmarkar_karp(values, k, equal, preload);
+            const auto want = verl_reference::karmarkar_karp(values, k, equal, preload);
+            CHECK(got == want);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared == 10 * 6 * 3 * 4);
+}
 
 TEST_CASE("Baselines.Verl.karmarkar_karp_balances_better_than_round_robin") {
   double kk_total[2] = {0, 0};

@@ -42,6 +42,8 @@
 // promise placement_policy's budget requirement.
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -71,35 +73,65 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
 namespace detail {
 
+// One set of the differencing. Its items (index, value) are a chain through kk_items::next, so
+// that merging two sets, which Python does by concatenating their lists, takes O(1), and a set
+// moves as four words.
 struct kk_set {
   double sum = 0;
-  std::vector<std::pair<std::size_t, double>> items{};  // (index, value)
+  std::size_t size = 0;
+  std::size_t head = 0;  // first and last item; meaningful when size > 0
+  std::size_t tail = 0;
 };
 
-// Python's Set.__lt__: by sum, then item count, then the item lists.
-[[nodiscard]] inline bool kk_set_less(const kk_set& a, const kk_set& b) {
-  if (a.sum != b.sum) return a.sum < b.sum;
-  if (a.items.size() != b.items.size()) return a.items.size() < b.items.size();
-  return a.items < b.items;
-}
+// Every item of one karmarkar_karp call, chained into sets.
+struct kk_items {
+  std::vector<std::size_t> index{};
+  std::vector<double> value{};
+  std::vector<std::size_t> next{};
 
-struct kk_state {
-  std::vector<kk_set> sets{};  // decreasing
-  std::uint64_t order = 0;     // insertion, for ties
-  [[nodiscard]] double spread() const { return sets.front().sum - sets.back().sum; }
-  void sort() {
-    std::stable_sort(sets.begin(), sets.end(), [](const kk_set& a, const kk_set& b) { return kk_set_less(b, a); });
+  [[nodiscard]] std::size_t add(std::size_t i, double v) {
+    index.push_back(i);
+    value.push_back(v);
+    next.push_back(0);
+    return index.size() - 1;
+  }
+
+  // Python's Set.__lt__: by sum, then item count, then the item lists ((index, value) pairs,
+  // lexicographically).
+  [[nodiscard]] bool less(const kk_set& a, const kk_set& b) const {
+    if (a.sum != b.sum) return a.sum < b.sum;
+    if (a.size != b.size) return a.size < b.size;
+    std::size_t x = a.head;
+    std::size_t y = b.head;
+    for (std::size_t n = 0; n < a.size; ++n, x = next[x], y = next[y]) {
+      if (index[x] != index[y]) return index[x] < index[y];
+      if (value[x] != value[y]) return value[x] < value[y];
+    }
+    return false;
+  }
+
+  // Appends `from`'s items to `into`'s (Python: into.items + from.items) and adds the sums.
+  void merge(kk_set& into, const kk_set& from) {
+    into.sum += from.sum;
+    if (from.size == 0) return;
+    if (into.size == 0) into.head = from.head;
+    else next[into.tail] = from.head;
+    into.tail = from.tail;
+    into.size += from.size;
   }
 };
 
-// Heap order: the state with the largest spread first, then the one with the largest set, then
-// the earliest inserted. Returns whether `a` comes after `b`.
-[[nodiscard]] inline bool kk_after(const kk_state& a, const kk_state& b) {
-  if (a.spread() != b.spread()) return a.spread() < b.spread();
-  if (kk_set_less(a.sets.front(), b.sets.front()) || kk_set_less(b.sets.front(), a.sets.front()))
-    return kk_set_less(a.sets.front(), b.sets.front());
-  return a.order > b.order;
-}
+// A state of the differencing: k sets, decreasing, of which only the `count` non-empty ones are
+// stored, at sets[first, first + count) of one shared array with room for `room`; the rest are
+// empty (an empty set is below every other, so they sort last, in place). Its spread (largest
+// sum - smallest) is kept beside, so the heap mostly compares without visiting the sets.
+struct kk_state {
+  double spread = 0;
+  std::size_t first = 0;
+  std::size_t count = 0;
+  std::size_t room = 0;
+  std::uint64_t order = 0;  // insertion, for ties
+};
 
 }  // namespace detail
 
@@ -119,69 +151,131 @@ inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<do
   const std::size_t n = values.size();
   std::vector<std::pair<double, std::size_t>> sorted;
   const std::size_t pad = equal_size && n % k != 0 ? k - n % k : 0;
+  sorted.reserve(n + pad);
   for (std::size_t p = 0; p < pad; ++p) sorted.emplace_back(0, n + p);
   for (std::size_t i = 0; i < n; ++i) sorted.emplace_back(values[i], i);
   std::sort(sorted.begin(), sorted.end());
   const std::size_t pinned = n + pad;  // indices of preload placeholders start here
+  const bool preloaded = preload.size() == k;
+  const std::size_t step = equal_size ? k : 1;
+
+  detail::kk_items items;
+  const std::size_t item_count = sorted.size() + (preloaded ? k : 0);
+  items.index.reserve(item_count);
+  items.value.reserve(item_count);
+  items.next.reserve(item_count);
+  // Every state's non-empty sets, at most one per item. A state's room is 1, k, or a power of
+  // two below k (a state that outgrows its room moves to the next); the ranges of states merged
+  // away are reused for the same room, so the array stays within a small multiple of the items.
+  std::vector<detail::kk_set> sets;
+  sets.reserve(item_count + item_count / 2);
+  std::array<std::vector<std::size_t>, 65> released;  // by room: log2, or 64 for k
+  const auto room_class = [&](std::size_t room) {
+    return room == k ? std::size_t{64} : static_cast<std::size_t>(std::countr_zero(room));
+  };
+  const auto allocate = [&](std::size_t room) {
+    auto& spare = released[room_class(room)];
+    if (!spare.empty()) {
+      const std::size_t first = spare.back();
+      spare.pop_back();
+      return first;
+    }
+    const std::size_t first = sets.size();
+    sets.resize(first + room);
+    return first;
+  };
+  const auto release = [&](const detail::kk_state& s) { released[room_class(s.room)].push_back(s.first); };
+
+  const auto sort = [&](const detail::kk_state& s) {  // decreasing, ties in place
+    const auto begin = sets.begin() + static_cast<std::ptrdiff_t>(s.first);
+    std::stable_sort(begin, begin + static_cast<std::ptrdiff_t>(s.count),
+                     [&](const detail::kk_set& a, const detail::kk_set& b) { return items.less(b, a); });
+  };
+  // Heap order: the state with the largest spread first, then the one with the largest set,
+  // then the earliest inserted. Whether `a` comes after `b`.
+  const auto after = [&](const detail::kk_state& a, const detail::kk_state& b) {
+    if (a.spread != b.spread) return a.spread < b.spread;
+    const auto& fa = sets[a.first];
+    const auto& fb = sets[b.first];
+    if (items.less(fa, fb)) return true;
+    if (items.less(fb, fa)) return false;
+    return a.order > b.order;
+  };
   std::vector<detail::kk_state> heap;
+  heap.reserve(sorted.size() / step + 1);
   std::uint64_t order = 0;
-  const auto push = [&](detail::kk_state state) {
-    state.order = order++;
-    heap.push_back(std::move(state));
-    std::push_heap(heap.begin(), heap.end(), detail::kk_after);
+  const auto push = [&](detail::kk_state s) {  // s's sets sorted
+    s.spread = sets[s.first].sum - (s.count < k ? 0.0 : sets[s.first + k - 1].sum);
+    s.order = order++;
+    heap.push_back(s);
+    std::push_heap(heap.begin(), heap.end(), after);
   };
   const auto pop = [&] {
-    std::pop_heap(heap.begin(), heap.end(), detail::kk_after);
-    auto state = std::move(heap.back());
+    std::pop_heap(heap.begin(), heap.end(), after);
+    const auto s = heap.back();
     heap.pop_back();
-    return state;
+    return s;
   };
-  const std::size_t step = equal_size ? k : 1;
-  for (std::size_t offset = 0; offset < sorted.size(); offset += step) {
-    detail::kk_state state;
-    state.sets.resize(k);
-    for (std::size_t j = 0; j < step; ++j) {
-      const auto [value, index] = sorted[offset + j];
-      state.sets[j].items.emplace_back(index, value);
-      state.sets[j].sum += value;
+  // A new state whose `count` sets hold one item each, made by `item(j)`.
+  const auto add_state = [&](std::size_t count, auto item) {
+    detail::kk_state s;
+    s.first = allocate(count);
+    s.count = s.room = count;
+    for (std::size_t j = 0; j < count; ++j) {
+      const auto [index, value] = item(j);
+      auto& set = sets[s.first + j];
+      set.head = set.tail = items.add(index, value);
+      set.size = 1;
+      set.sum += value;
     }
-    state.sort();
-    push(std::move(state));
-  }
-  if (preload.size() == k) {
-    detail::kk_state state;
-    state.sets.resize(k);
-    for (std::size_t j = 0; j < k; ++j) {
-      state.sets[j].items.emplace_back(pinned + j, preload[j]);
-      state.sets[j].sum += preload[j];
-    }
-    state.sort();
-    push(std::move(state));
-  }
+    sort(s);
+    push(s);
+  };
+
+  for (std::size_t offset = 0; offset < sorted.size(); offset += step)
+    add_state(step, [&](std::size_t j) { return std::pair{sorted[offset + j].second, sorted[offset + j].first}; });
+  if (preloaded) add_state(k, [&](std::size_t j) { return std::pair{pinned + j, preload[j]}; });
   if (heap.empty()) return std::vector<std::vector<std::size_t>>(k);
   while (heap.size() > 1) {
+    // Set j of the first takes set k - 1 - j of the second. Of the k sets, the first's a stored
+    // ones take the second's where it has them; positions a and above hold the second's own
+    // stored sets (a + b of them in all, or k), in the same order.
     auto first = pop();
-    auto second = pop();
-    for (std::size_t j = 0; j < k; ++j) {
-      auto& into = first.sets[j];
-      auto& from = second.sets[k - 1 - j];
-      into.items.insert(into.items.end(), from.items.begin(), from.items.end());
-      into.sum += from.sum;
+    const auto second = pop();
+    const std::size_t a = first.count;
+    const std::size_t b = second.count;
+    const std::size_t count = std::min(k, a + b);
+    if (count > first.room) {
+      const std::size_t room = std::min(k, std::bit_ceil(count));
+      const std::size_t moved = allocate(room);
+      std::copy_n(sets.begin() + static_cast<std::ptrdiff_t>(first.first), a,
+                  sets.begin() + static_cast<std::ptrdiff_t>(moved));
+      release(first);
+      first.first = moved;
+      first.room = room;
     }
-    first.sort();
-    push(std::move(first));
+    for (std::size_t j = 0; j < a; ++j)
+      if (k - 1 - j < b) items.merge(sets[first.first + j], sets[second.first + (k - 1 - j)]);
+    for (std::size_t j = a; j < count; ++j)  // positions max(a, k - b) .. k - 1
+      sets[first.first + j] = sets[second.first + (k - 1 - (k - count + j))];
+    release(second);
+    first.count = count;
+    sort(first);
+    push(first);
   }
-  std::vector<std::vector<std::size_t>> parts(k);
-  std::size_t next = 0;
-  for (const auto& set : heap.front().sets) {
+  std::vector<std::vector<std::size_t>> parts(k);  // empty sets: the last parts, empty
+  const auto& last = heap.front();
+  for (std::size_t j = 0; j < last.count; ++j) {
+    const auto& set = sets[last.first + j];
     std::vector<std::size_t> part;
     std::size_t slot = k;
-    for (const auto& [index, value] : set.items) {
+    for (std::size_t m = 0, x = set.head; m < set.size; ++m, x = items.next[x]) {
+      const std::size_t index = items.index[x];
       if (index < n) part.push_back(index);
       else if (index >= pinned) slot = index - pinned;
     }
     std::sort(part.begin(), part.end());
-    parts[preload.size() == k ? slot : next++] = std::move(part);
+    parts[preloaded ? slot : j] = std::move(part);
   }
   return parts;
 }
