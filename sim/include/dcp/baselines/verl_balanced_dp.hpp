@@ -110,12 +110,11 @@ struct kk_items {
     return false;
   }
 
-  // Appends `from`'s items to `into`'s (Python: into.items + from.items) and adds the sums.
+  // Appends `from`'s items to `into`'s (Python: into.items + from.items) and adds the sums;
+  // both non-empty (a state stores only those).
   void merge(kk_set& into, const kk_set& from) {
     into.sum += from.sum;
-    if (from.size == 0) return;
-    if (into.size == 0) into.head = from.head;
-    else next[into.tail] = from.head;
+    next[into.tail] = from.head;
     into.tail = from.tail;
     into.size += from.size;
   }
@@ -223,10 +222,8 @@ inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<do
     s.count = s.room = count;
     for (std::size_t j = 0; j < count; ++j) {
       const auto [index, value] = item(j);
-      auto& set = sets[s.first + j];
-      set.head = set.tail = items.add(index, value);
-      set.size = 1;
-      set.sum += value;
+      const std::size_t added = items.add(index, value);
+      sets[s.first + j] = {value, 1, added, added};
     }
     sort(s);
     push(s);
