@@ -177,7 +177,7 @@ public:
         const auto fluid = fluid_estimate(*choice, true);
         if (fluid.needless_crossing && !options_.cross_nodes_when_faster) continue;
         if (!capped || fluid.estimate < capped->estimate)
-          capped.emplace(fluid.estimate, std::move(*choice), fluid.needless_crossing);
+          capped = capped_choice{fluid.estimate, std::move(*choice), fluid.needless_crossing};
       }
     // Schedule the best-ranked allotments in full until `full_candidates` of them give valid
     // plans; the relaxed one (every sample at its cheapest degree, groups inside a node unless
