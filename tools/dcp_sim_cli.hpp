@@ -176,6 +176,7 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     }
     else if (flag == "--policies") {
       std::string_view list = next();
+      if (list.empty()) throw usage_error("--policies: empty list; name at least one policy, or leave --policies out for all");
       while (!list.empty()) {
         const auto comma = list.find(',');
         const auto name = list.substr(0, comma);
@@ -189,6 +190,10 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     else throw usage_error("unknown option '" + std::string(args[n]) + "'");
   }
   if (o.video_csv && !o.file) throw usage_error("--video-csv needs --file");
+  if (o.video_csv && model_named(o.model).family != model_family::diffusion_transformer)
+    throw usage_error("--video-csv reads video latent grids, but --model " + o.model +
+                      (o.model_given ? "" : " (the default)") +
+                      " is a text model: name a video model, e.g. --model stdit3-xl");
   if (o.fidelity && (o.model_given || o.workload_given || o.file || o.plan || o.out || !o.policies.empty() ||
                      o.tokens_given || o.context_given))
     throw usage_error("--fidelity re-enacts fixed published protocols; it takes only --json, --steps, --seed and "

@@ -86,8 +86,7 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
   add_peer("wlb-llm", varlen_buckets{}, baselines::wlb_llm{});
   {
     // Ours with online calibration: plans with calibrated<analytic_cost_model>, refitted after
-    // every step from what its micro-steps measured on the simulated hardware. Last, so that
-    // the other policies keep their noise seeds (the seed mixes in the policy's index).
+    // every step from what its micro-steps measured on the simulated hardware.
     using calibrating = DataCentricScheduler<calibrated<cost_t>>;
     const auto shared = std::make_shared<calibrating>(calibrated<cost_t>(*cost));
     all.push_back({"dcp-calibrated", [shared](std::span<const sample> batch) { return shared->plan(batch); },
@@ -98,7 +97,7 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
                    }});
   }
   // The static layouts users configure, sized once for the run by trying them on the
-  // simulated hardware (the truth model). Last, so that every policy above keeps its noise seed.
+  // simulated hardware (the truth model).
   const auto& users = evaluation::user_static_policies();
   const bool any_user = wanted.empty() || std::any_of(wanted.begin(), wanted.end(), [&](const std::string& w) {
                           return std::find(users.begin(), users.end(), w) != users.end();
@@ -135,8 +134,7 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
                                             truth.capacity_bytes());
     });
   }
-  // Named variants: a peer strengthened by us (docs/baselines.md, "what is ours"). Last, so that
-  // every policy above keeps its noise seed.
+  // Named variants: a peer strengthened by us (docs/baselines.md, "what is ours").
   {
     baselines::megatron_dynamic_cp tuned;
     tuned.max_seqlen_per_dp_cp_rank = 0;
@@ -153,29 +151,28 @@ inline std::vector<evaluation::policy_entry> make_policies(const evaluation::sce
   }
   {
     // WLB-LLM with its outlier delay (evaluation/delayed.hpp): long documents held across steps
-    // in multi-level queues. Last, so that every policy above keeps its noise seed.
+    // in multi-level queues.
     const auto kinds = sc.sample_kinds.empty() ? sc.draw(sc.seed) : sc.sample_kinds;
     std::int64_t context = 2;
     for (const auto& kind : kinds) context = std::max(context, kind.tokens);
     all.push_back(evaluation::wlb_llm_with_outlier_delay(*cost, context));
   }
   if (wanted.empty()) return all;
-  // A chosen policy keeps the noise seed its place in the full list gives it, so a run of a few
-  // policies reproduces their rows of the full run; one named again gets a seed of its own (a
-  // second draw of the noise).
+  // A policy's noise follows from its name (evaluation::noise_seed), so a run of a few policies
+  // reproduces their rows of the full run; one named again gets a further draw of its noise.
   std::vector<evaluation::policy_entry> chosen;
   std::vector<std::string> named;
   for (const auto& name : wanted) {
     if (skipped && std::any_of(skipped->begin(), skipped->end(),
                                [&](const std::string& s) { return s.starts_with(name + ": "); }))
       continue;
-    const bool again = std::find(named.begin(), named.end(), name) != named.end();
+    const auto draw = static_cast<std::uint64_t>(std::count(named.begin(), named.end(), name));
     named.push_back(name);
     bool found = false;
-    for (std::size_t n = 0; n < all.size(); ++n)
-      if (all[n].name == name) {
-        chosen.push_back(all[n]);
-        chosen.back().noise_index = again ? all.size() + chosen.size() : n;
+    for (const auto& entry : all)
+      if (entry.name == name) {
+        chosen.push_back(entry);
+        chosen.back().noise_draw = draw;
         found = true;
       }
     if (!found) throw usage_error("--policies: unknown policy '" + name + "'");
@@ -278,10 +275,9 @@ inline std::vector<evaluation::scenario> make_scenarios(const sim_options_cli& o
     return sc;
   };
   if (o.file) {
-    std::ifstream in(*o.file);
-    if (!in) throw dcp::error("cannot open '" + *o.file + "'");
-    auto samples = o.video_csv ? workload::read_video_csv(in, *o.file) : workload::read_lengths(in, *o.file);
+    auto samples = o.video_csv ? workload::read_video_csv_file(*o.file) : workload::read_lengths_file(*o.file);
     if (samples.empty()) throw_no_samples(*o.file, o.video_csv);
+    validate_batch(samples);  // names the sample at which the tokens sum past int64
     if (!o.video_csv && o.context_given) {
       check_split_count(samples, o.context);
       samples = workload::split_to_context(samples, o.context).samples;
@@ -355,6 +351,7 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc, const 
                     "gap", "noise", "idle", "peak mem", "OOM", "planning"},
                    {align::left});
   auto ratio_text = [](double r) {
+    if (!(r > 0)) return std::string("-");  // the policy compared with did not run
     std::ostringstream s;
     s << std::fixed << std::setprecision(2) << r << "x";
     return s.str();
@@ -397,9 +394,9 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc, const 
         os << " " << name << " " << ratio_text(ours->tokens_per_s / u->tokens_per_s);
     os << "\n";
   }
-  os << std::fixed << std::setprecision(2) << "truth-model ceiling: no plan beats the paper baseline by more than "
-     << r.paper_baseline_ceiling << "x, or the best static layout by more than " << r.best_static_ceiling
-     << "x, on these batches\n\n";
+  os << std::fixed << std::setprecision(2) << "truth-model ceiling: no plan beats ";
+  if (r.paper_baseline_ceiling > 0) os << "the paper baseline by more than " << r.paper_baseline_ceiling << "x, or ";
+  os << "the best static layout by more than " << r.best_static_ceiling << "x, on these batches\n\n";
   os.unsetf(std::ios::floatfield);
 }
 
@@ -478,8 +475,7 @@ inline int evaluate_external_plan(const sim_options_cli& o, std::ostream& out) {
   auto scenarios = make_scenarios(o);
   auto& sc = scenarios.front();
   const auto batch = sc.draw(sc.seed);
-  std::ifstream in(*o.plan);
-  if (!in) throw dcp::error("cannot open plan '" + *o.plan + "'");
+  std::ifstream in = workload::detail::open_or_throw(*o.plan);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto external = read_plan_json(text, *o.plan);
   const std::string batch_name = o.file ? "'" + *o.file + "'"

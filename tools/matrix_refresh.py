@@ -4,8 +4,8 @@
 When only the planner changes, the other policies' rates in the matrix stay what the full run
 measured (every policy plans its own way; none calls ours), so each cell's command is rerun with
 `--policies dcp` and the cell's dcp columns and ratios are recomputed against the stored rates.
-A policy picked with --policies gets the batches and noise seed of its place in the full list
-(dcp is first), so an unchanged planner reproduces the stored rates exactly.
+A policy's batches and noise follow from the seed and its name, not from which policies run
+beside it, so an unchanged planner reproduces the stored rates exactly.
 
     python3 tools/matrix_refresh.py ./build/tools/dcp-sim docs/matrix-2026-12-02.json \
         [--jobs 2] [--markdown docs/results.md]

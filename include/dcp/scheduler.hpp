@@ -20,6 +20,7 @@
 #include "dcp/concepts/recompute_strategy.hpp"
 #include "dcp/cost/analytic.hpp"
 #include "dcp/detail/checked.hpp"
+#include "dcp/error.hpp"
 #include "dcp/detail/plan_workspace.hpp"
 #include "dcp/detail/prefetch.hpp"
 #include "dcp/placement/balanced.hpp"
@@ -40,7 +41,8 @@ public:
   using recompute_type = Recompute;
   using placement_type = Placement;
 
-  /// Throws invalid_spec where `cost` fails validate_cost.
+  /// Throws invalid_spec where `cost` fails validate_cost, or where this translation unit
+  /// contracts multiply-adds (detail::contracts_multiply_add).
   explicit DataCentricScheduler(Cost cost, Bucketing bucketing = Bucketing{},
                                 Recompute recompute = Recompute{},
                                 Placement placement = Placement{})
@@ -48,6 +50,12 @@ public:
         bucketing_(std::move(bucketing)),
         recompute_(std::move(recompute)),
         placement_(std::move(placement)) {
+    if (detail::contracts_multiply_add())
+      throw invalid_spec(
+          "dcp: this translation unit contracts a * b + c into fused multiply-adds (a target with "
+          "FMA and -ffp-contract=fast, GCC's default, or Clang's -ffp-contract=on): its plans "
+          "could differ from a rank built without them; compile the files that include dcp with "
+          "-ffp-contract=off (the dcp::dcp CMake target adds it)");
     validate_cost(cost_);
   }
 

@@ -197,7 +197,8 @@ class PlanTest(unittest.TestCase):
     def test_hand_built_plan_is_validated(self) -> None:
         config = dcp.ExecutionConfig(degree=2, sp="ulysses", recompute=dcp.RecomputeSetting.none())
         plan = dcp.StepPlan(gpus=2, gpus_per_node=2, micro_steps=[
-            dcp.MicroStep(sequence=0, first_rank=0, config=config, sample_ids=[0, 1], loss_scale=1.0)])
+            dcp.MicroStep(sequence=0, first_rank=0, config=config, sample_ids=[0, 1], loss_units=300,
+                          loss_scale=1.0)])
         dcp.validate_plan(plan, [100, 200], gpus=2)
         self.assertEqual(plan.micro_steps[0].tokens, 300)  # filled in from the batch
         plan.micro_steps.append(dcp.MicroStep(sequence=1, first_rank=0, config=config, sample_ids=[1]))

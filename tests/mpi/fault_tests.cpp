@@ -12,6 +12,8 @@
 //              the destructor's wait for the other ranks times out and aborts
 //   clean      environment::run with finalize_timeout 2 s; every rank gathers and returns 0:
 //              the job must exit 0 (the wait for the other ranks succeeds)
+//   stuck      (Finding 36g) rank 1 is stuck in its executor (sleeps 100 s) while ranks 0, 2
+//              and 3 gather with a collective timeout of 2 s: the job must end, naming a rank
 
 #include <mpi.h>
 
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "dcp/error.hpp"
@@ -42,7 +45,7 @@ void rank_1_fails_while_others_gather() {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: dcp_mpi_fault_tests unwind|run|returned|swallowed|clean\n");
+  std::fprintf(stderr, "usage: dcp_mpi_fault_tests unwind|run|returned|swallowed|clean|stuck\n");
   return 2;
 }
 
@@ -87,6 +90,19 @@ int main(int argc, char** argv) {
       }
       return 0;
     }, wait_2_s);
+  }
+  if (scenario == "stuck") {
+    return dcp::mpi::environment::run(argc, argv, [] {
+      auto world = dcp::mpi::communicator::world();
+      world.set_collective_timeout(std::chrono::seconds(2), 6);
+      if (world.rank() == 1) {
+        std::this_thread::sleep_for(std::chrono::seconds(100));
+        return 0;
+      }
+      const std::int64_t mine[1] = {world.rank()};
+      (void)world.all_gather(mine);
+      return 0;
+    });
   }
   if (scenario == "clean") {
     return dcp::mpi::environment::run(argc, argv, [] {

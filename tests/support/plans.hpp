@@ -8,7 +8,7 @@
 namespace dcp::test {
 
 /// `count` single-GPU micro-steps: micro-step n runs sample id first_id + n alone on rank n,
-/// with loss scale 1 / count.
+/// with loss scale 1 / count (normalised by samples).
 inline step_plan one_sample_per_rank(std::int64_t gpus, std::int64_t gpus_per_node, std::int64_t count,
                                      std::uint64_t first_id = 0) {
   step_plan plan;
@@ -20,6 +20,7 @@ inline step_plan one_sample_per_rank(std::int64_t gpus, std::int64_t gpus_per_no
     m.first_rank = n;
     m.config = {1, sequence_parallel::ulysses, {}};
     m.sample_ids = {first_id + static_cast<std::uint64_t>(n)};
+    m.loss_units = 1;
     m.loss_scale = 1.0 / static_cast<double>(count);
     plan.micro_steps.push_back(m);
   }

@@ -58,18 +58,20 @@ struct plan_document {
                  {"total_tokens", "300"},
                  {"idle_fraction", "0.1"},
                  {"ranks", "[[0], [0], [1], [1]]"}};
-  std::vector<members> steps = {step("0", "0", "[0, 1]"), step("1", "2", "[2]")};
+  std::vector<members> steps = {step("0", "0", "[0, 1]", "200", "0.6666666666666666"),
+                                step("1", "2", "[2]", "100", "0.3333333333333333")};
 
-  static members step(const std::string& sequence, const std::string& first_rank, const std::string& ids) {
+  static members step(const std::string& sequence, const std::string& first_rank, const std::string& ids,
+                      const std::string& units, const std::string& scale) {
     return {{"sequence", sequence},
             {"first_rank", first_rank},
             {"degree", "2"},
             {"sp", "\"ulysses\""},
             {"recompute", "{\"layers\": 1, \"selective\": false}"},
             {"sample_ids", ids},
-            {"tokens", "200"},
-            {"loss_units", "200"},
-            {"loss_scale", "0.5"},
+            {"tokens", units},
+            {"loss_units", units},
+            {"loss_scale", scale},
             {"start_seconds", "0"},
             {"predicted_seconds", "1.5"},
             {"predicted_peak_bytes", "70000000000"}};
@@ -369,7 +371,7 @@ TEST_CASE("Finding.07_strict_json.malformed_text_is_rejected_where_it_is") {
 
 TEST_CASE("Finding.08_overflow_in_validate_plan.first_rank_near_int64_max_is_outside_the_cluster") {
   plan_document doc;
-  doc.steps = {plan_document::step("0", "9223372036854775806", "[0, 1, 2]")};
+  doc.steps = {plan_document::step("0", "9223372036854775806", "[0, 1, 2]", "300", "1")};
   set(doc.top, "ranks", "[[], [], [], []]");
   auto plan = read_plan_json(doc.text(), "x.json");
   REQUIRE(plan.micro_steps[0].first_rank == 9223372036854775806);

@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <streambuf>
 #include <string>
@@ -445,4 +447,86 @@ TEST_CASE("Tools.Sim.a_run_of_a_few_policies_reproduces_their_rows_of_the_full_r
   // The second flexsp: the same plans, other noise.
   CHECK(few.policies[3].noise_free_tokens_per_s == few.policies[0].noise_free_tokens_per_s);
   CHECK(few.policies[3].tokens_per_s != few.policies[0].tokens_per_s);
+}
+
+TEST_CASE("Tools.Sim.a_policys_noise_follows_its_name_not_its_place_in_the_list") {
+  // The same scheduler under two names, in either order and alone: each name keeps its row, and
+  // the two names draw different noise over the same plans.
+  const std::vector<std::string_view> args{"--model", "llama3-8b", "--workload", "wikipedia", "--nodes", "1",
+                                           "--tokens", "250000", "--steps", "2"};
+  const auto options = dcp::tool::parse_sim_arguments(args);
+  const auto sc = dcp::tool::sim_detail::make_scenarios(options).front();
+  const dcp::analytic_cost_model cost(sc.model, sc.cluster, sc.training);
+  const auto entry = [&](std::string name) {
+    const auto scheduler = std::make_shared<dcp::DataCentricScheduler<>>(cost);
+    return dcp::evaluation::policy_entry{std::move(name),
+                                         [scheduler](std::span<const dcp::sample> b) { return scheduler->plan(b); }};
+  };
+  const auto alone = dcp::evaluation::run(sc, {entry("b")});
+  const auto ab = dcp::evaluation::run(sc, {entry("a"), entry("b")});
+  const auto ba = dcp::evaluation::run(sc, {entry("b"), entry("a")});
+  CHECK(ab.policies[1].tokens_per_s == alone.policies[0].tokens_per_s);
+  CHECK(ba.policies[0].tokens_per_s == alone.policies[0].tokens_per_s);
+  CHECK(ab.policies[0].tokens_per_s == ba.policies[1].tokens_per_s);
+  CHECK(ab.policies[0].noise_free_tokens_per_s == ab.policies[1].noise_free_tokens_per_s);
+  CHECK(ab.policies[0].tokens_per_s != ab.policies[1].tokens_per_s);
+  CHECK(dcp::evaluation::noise_seed(7, "b") == dcp::evaluation::noise_seed(7, "b", 0));
+  CHECK(dcp::evaluation::noise_seed(7, "b", 1) != dcp::evaluation::noise_seed(7, "b", 0));
+}
+
+// ---- 36h: limits and messages ----------------------------------------------------------------
+
+TEST_CASE("Finding.36h_limits.a_lengths_file_whose_total_passes_int64_is_named_not_overflowed") {
+  const temp_file huge("huge.txt", "9223372036854775000\n9223372036854775000\n");
+  const auto sim = run_sim({"--file", huge.path(), "--nodes", "1", "--policies", "dcp"});
+  CHECK(sim.status == 1);
+  CHECK(contains(sim.err, "9223372036854775807"));
+  CHECK(contains(sim.err, "sample 1 (index 1)"));
+}
+
+TEST_CASE("Finding.36h_limits.a_directory_as_input_names_the_directory") {
+  const auto folder = std::filesystem::temp_directory_path().string();
+  const auto sim = run_sim({"--file", folder, "--nodes", "1", "--policies", "dcp"});
+  CHECK(sim.status == 1);
+  CHECK(contains(sim.err, folder + ": is a directory, not a file"));
+  const auto plan_file = run_sim({"--plan", folder, "--nodes", "1"});
+  CHECK(plan_file.status == 1);
+  CHECK(contains(plan_file.err, folder + ": is a directory, not a file"));
+}
+
+TEST_CASE("Finding.36h_limits.nul_bytes_and_a_byte_order_mark_are_shown_in_messages") {
+  const temp_file nul("nul.txt", std::string("12\n3\0" "4x\n", 7));
+  const auto sim = run_sim({"--file", nul.path(), "--nodes", "1", "--policies", "dcp"});
+  CHECK(sim.status == 1);
+  CHECK(contains(sim.err, "'3\\x004x' is not a positive integer"));
+  const temp_file bom("bom.txt", "\xEF\xBB\xBF" "12\n");
+  const auto with_bom = run_sim({"--file", bom.path(), "--nodes", "1", "--policies", "dcp"});
+  CHECK(with_bom.status == 1);
+  CHECK(contains(with_bom.err, "'\\ufeff12' is not a positive integer"));
+  CHECK(dcp::workload::detail::visible("a\tb\x7f") == "a\\x09b\\x7f");
+}
+
+TEST_CASE("Finding.36h_limits.a_file_of_too_many_samples_is_refused_at_its_line") {
+  // Not 67M lines on disk: the check the readers make before every sample.
+  const auto limit = dcp::workload::detail::max_samples_per_file;
+  CHECK_NOTHROW(dcp::workload::detail::check_sample_count(limit - 1, "big.txt", 9));
+  const auto msg = message_of([&] { dcp::workload::detail::check_sample_count(limit, "big.txt", 70000000); });
+  CHECK(contains(msg, "big.txt:70000000: more than 67108864 samples"));
+}
+
+TEST_CASE("Finding.36h_limits.empty_policy_lists_and_video_on_a_text_model_are_usage_errors") {
+  const auto empty = run_sim({"--policies", ""});
+  CHECK(empty.status == 2);
+  CHECK(contains(empty.err, "--policies: empty list"));
+  const temp_file csv("grid.csv", "4,8,8\n");
+  const auto video = run_sim({"--file", csv.path(), "--video-csv"});
+  CHECK(video.status == 2);
+  CHECK(contains(video.err, "--model llama3-8b (the default) is a text model"));
+}
+
+TEST_CASE("Finding.36h_limits.a_ratio_to_a_policy_that_did_not_run_reads_a_dash") {
+  const auto sim = run_sim({"--model", "llama3-8b", "--nodes", "1", "--tokens", "200000", "--steps", "1",
+                            "--policies", "dcp,static"});
+  REQUIRE(sim.status == 0);
+  CHECK(!contains(sim.out, "0.00x"));
 }

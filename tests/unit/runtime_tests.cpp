@@ -410,6 +410,7 @@ step_plan hybrid_plan() {
     m.first_rank = first;
     m.config = {degree, sp, {}};
     m.sample_ids = {static_cast<std::uint64_t>(m.sequence)};
+    m.loss_units = 1;  // normalised by samples
     m.loss_scale = 1.0 / 3.0;
     plan.micro_steps.push_back(m);
   };

@@ -131,7 +131,9 @@ concept optional_cost_members_are_well_formed =
 ///    of named terms, which calibrated<M> refits one weight each (default: one term, seconds).
 ///  - memory terms: `M::memory_term_count`, `m.memory_terms(s, c)`, `M::memory_term_names`.
 ///  - `M::memory_by_tokens` -> static constexpr bool: true promises that peak_bytes(s, c)
-///    depends on s only through s.tokens and s.samples and never decreases in either, and that
+///    depends on s only through s.tokens and s.samples and never decreases in either nor, from
+///    one recomputed layer on, in c.recompute.layers (so a micro-step holds the most tokens with
+///    none or every layer recomputed: with one layer, recomputing it can cost memory), and that
 ///    an empty micro-batch is fastest without recomputation (seconds({}, c) is least at
 ///    c.recompute = none). The lower bound then counts each sample's share of the fixed cost
 ///    every micro-step pays: a micro-step holds at most as many tokens as one sample of that

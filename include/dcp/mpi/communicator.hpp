@@ -219,7 +219,9 @@ public:
       : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
         owned_(std::exchange(other.owned_, false)),
         rank_(other.rank_),
-        size_(other.size_) {}
+        size_(other.size_),
+        timeout_(other.timeout_),
+        abort_code_(other.abort_code_) {}
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       release();
@@ -227,9 +229,26 @@ public:
       owned_ = std::exchange(other.owned_, false);
       rank_ = other.rank_;
       size_ = other.size_;
+      timeout_ = other.timeout_;
+      abort_code_ = other.abort_code_;
     }
     return *this;
   }
+
+  /// How long all_gather waits for the other ranks before it ends the job (MPI_Abort with
+  /// `abort_code`, after a message naming this rank and the call): a rank stuck in its executor
+  /// or gone would otherwise hang every other rank in the collective forever. Ten minutes by
+  /// default (PyTorch's default for NCCL); zero waits as long as MPI does. Communicators made by
+  /// split() inherit it. Every rank should set the same value.
+  void set_collective_timeout(std::chrono::milliseconds timeout, int abort_code = 1) {
+    if (timeout.count() < 0)
+      throw error("dcp::mpi::communicator: collective timeout = " + std::to_string(timeout.count()) +
+                  " ms, must be >= 0");
+    if (abort_code == 0) throw error("dcp::mpi::communicator: abort_code = 0, must be non-zero");
+    timeout_ = timeout;
+    abort_code_ = abort_code;
+  }
+  [[nodiscard]] std::chrono::milliseconds collective_timeout() const noexcept { return timeout_; }
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
   ~communicator() { release(); }
@@ -251,7 +270,14 @@ public:
     const void* send = mine.empty() ? static_cast<const void*>(&dummy) : static_cast<const void*>(mine.data());
     void* receive = out.empty() ? static_cast<void*>(&dummy) : static_cast<void*>(out.data());
     const int count = static_cast<int>(mine.size());
-    check(MPI_Allgather(send, count, MPI_INT64_T, receive, count, MPI_INT64_T, comm_), "MPI_Allgather");
+    if (timeout_.count() == 0) {
+      check(MPI_Allgather(send, count, MPI_INT64_T, receive, count, MPI_INT64_T, comm_), "MPI_Allgather");
+      return out;
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(send, count, MPI_INT64_T, receive, count, MPI_INT64_T, comm_, &request),
+          "MPI_Iallgather");
+    wait_or_abort(request, "MPI_Allgather");
     return out;
   }
 
@@ -261,10 +287,37 @@ public:
     MPI_Comm made = MPI_COMM_NULL;
     check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &made), "MPI_Comm_split");
     if (made == MPI_COMM_NULL) return std::nullopt;
-    return communicator(made, true);
+    communicator child(made, true);
+    child.timeout_ = timeout_;
+    child.abort_code_ = abort_code_;
+    return child;
   }
 
 private:
+  /// Tests `request` until it completes or the collective timeout passes; then ends the job.
+  void wait_or_abort(MPI_Request& request, const char* call) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout_;
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::fprintf(stderr,
+                     "%s: %s did not complete within %lld ms (the communicator's collective "
+                     "timeout): another of its %d ranks has not joined it (stuck in its executor, "
+                     "or gone); ending the job\n",
+                     detail::world_rank_text().c_str(), call, static_cast<long long>(timeout_.count()), size_);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, abort_code_);
+        std::abort();  // MPI_Abort does not return
+      }
+      // Spin briefly (a collective usually completes within microseconds), then sleep.
+      if (polls < 1000) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   communicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
     if (comm == MPI_COMM_NULL) throw error("dcp::mpi::communicator: MPI_COMM_NULL given");
     try {
@@ -287,6 +340,8 @@ private:
   bool owned_ = false;
   int rank_ = 0;
   int size_ = 0;
+  std::chrono::milliseconds timeout_{std::chrono::minutes(10)};
+  int abort_code_ = 1;
 };
 
 static_assert(dcp::communicator<communicator>);

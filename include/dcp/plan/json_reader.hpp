@@ -651,9 +651,58 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
   return plan;
 }
 
+namespace detail {
+
+/// The loss scales of a plan whose micro-steps' tokens are filled in: every micro-step counts
+/// its tokens (normalisation by tokens) or every one its samples (by samples) in loss_units, and
+/// each loss_scale is its units over the batch's (within 1e-9), so that the scales sum to 1 and
+/// the step's gradient is the static layout's.
+inline void validate_loss_scales(const step_plan& plan) {
+  const auto units = [](const micro_step& m, bool by_tokens) {
+    return by_tokens ? m.tokens : static_cast<std::int64_t>(m.sample_ids.size());
+  };
+  const auto first_off = [&](bool by_tokens) {
+    const auto& steps = plan.micro_steps;
+    return static_cast<std::size_t>(std::find_if(steps.begin(), steps.end(),
+                                                 [&](const micro_step& m) {
+                                                   return m.loss_units != units(m, by_tokens);
+                                                 }) -
+                                    steps.begin());
+  };
+  const auto off_tokens = first_off(true), off_samples = first_off(false);
+  const auto n = plan.micro_steps.size();
+  if (off_tokens < n && off_samples < n) {
+    const auto at = std::max(off_tokens, off_samples);
+    const auto& m = plan.micro_steps[at];
+    throw invalid_plan("micro_steps[" + std::to_string(at) + "].loss_units = " +
+                       std::to_string(m.loss_units) + ", must be its tokens (" +
+                       std::to_string(m.tokens) + ") where the loss is normalised by tokens, or " +
+                       "its samples (" + std::to_string(m.sample_ids.size()) +
+                       ") by samples, the same for every micro-step");
+  }
+  const bool by_tokens = off_tokens == n;
+  std::int64_t total = 0;  // at most the batch's tokens, which validate_batch bounds
+  for (const auto& m : plan.micro_steps) total += units(m, by_tokens);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& m = plan.micro_steps[k];
+    const double expected =
+        total > 0 ? static_cast<double>(m.loss_units) / static_cast<double>(total) : 0.0;
+    if (!(std::abs(m.loss_scale - expected) <= 1e-9 * expected))  // false for NaN too
+      throw invalid_plan("micro_steps[" + std::to_string(k) + "].loss_scale = " +
+                         json::number_text(m.loss_scale) + ", must be its loss_units over the " +
+                         "batch's, " + std::to_string(m.loss_units) + " / " +
+                         std::to_string(total) + " = " + json::number_text(expected) +
+                         " (within 1e-9), so that the scales sum to 1");
+  }
+}
+
+}  // namespace detail
+
 /// Checks that `plan` can run `batch` on `gpus` ranks: every sample exactly once, groups of
-/// power-of-two degree, aligned and inside the cluster, sequence numbers unique and not negative, barriers increasing and not
-/// negative, times, bytes and loss scales finite and not negative (scales at most 1). Every
+/// power-of-two degree, aligned and inside the cluster, sequence numbers 0..n-1, barriers
+/// increasing and not negative, times and bytes finite and not negative, loss units the
+/// micro-steps' tokens (or all their sample counts) and loss scales their share of the batch's
+/// (detail::validate_loss_scales). Every
 /// check is free of overflow, whatever the integers. Throws invalid_plan naming the
 /// micro-step, the field, the value and the limit (invalid_sample for a malformed batch).
 /// Tokens are filled in from the batch.
@@ -771,6 +820,13 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
   if (repeat != sequences.end())
     throw invalid_plan("sequence number " + std::to_string(*repeat) +
                        " is used by two micro-steps; each micro-step needs its own");
+  for (std::size_t n = 0; n < sequences.size(); ++n)
+    if (sequences[n] != static_cast<std::int64_t>(n))
+      throw invalid_plan("sequence number " + std::to_string(n) + " is missing (the plan's " +
+                         std::to_string(sequences.size()) + " micro-steps use " +
+                         std::to_string(sequences[n]) + " instead): they must be numbered 0.." +
+                         std::to_string(sequences.size() - 1));
+  detail::validate_loss_scales(plan);
 }
 
 }  // namespace dcp

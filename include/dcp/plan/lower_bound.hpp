@@ -9,8 +9,8 @@
 // model's fixed_seconds(c) where it has one (optional member 9: a model whose time is the
 // longer of two parts, such as the truth model's host and device, declares the part that adds
 // to the marginals) — and holds at most C(d) tokens, the most one
-// micro-batch can hold within the budget with every layer recomputed, so each token carries at
-// least ρ(d) = T_∅(d) / C(d) of it. With bound_options::recompute_ladder, w_i is also bounded
+// micro-batch can hold within the budget with none or every layer recomputed (whichever holds
+// more), so each token carries at least ρ(d) = T_∅(d) / C(d) of it. With bound_options::recompute_ladder, w_i is also bounded
 // over ranges of recomputed layers [lo, hi] (doubling away from none and from every layer),
 // with selective recomputation and without — the
 // marginal at lo, the capacity at hi, each with the range's selective flag — and the
@@ -128,7 +128,7 @@ template <class Context>
       for (std::size_t i = 0; i < starts.size(); ++i)
         rungs.push_back({starts[i], i + 1 < starts.size() ? starts[i + 1] - 1 : layers, selective});
   } else {
-    rungs.push_back({0, layers, false, true});  // the plain share: capacity at full recomputation
+    rungs.push_back({0, layers, false, true});  // the plain share: the most any setting holds
   }
   for (auto& r : rungs) {
     r.capacity.resize(ctx.degrees().size());
@@ -136,10 +136,15 @@ template <class Context>
       r.capacity[k].assign(ctx.style_count(k), 0);
       for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
         const auto sp = ctx.style(k, j);
-        r.capacity[k][j] =
-            r.either ? std::max(token_capacity(cost, ctx.config(k, {r.hi, false}, sp), ctx.budget()),
-                                token_capacity(cost, ctx.config(k, {r.hi, true}, sp), ctx.budget()))
-                     : token_capacity(cost, ctx.config(k, {r.hi, r.selective}, sp), ctx.budget());
+        const auto holds = [&](std::int32_t recomputed, bool selective) {
+          return token_capacity(cost, ctx.config(k, {recomputed, selective}, sp), ctx.budget());
+        };
+        // Peak bytes never grow with the recomputed layers from one on (memory_by_tokens), so a
+        // rung holds the most at hi; the plain rung [0, L] at none or at every layer, whichever
+        // holds more (with one layer, recomputing it keeps its input and its working set).
+        r.capacity[k][j] = r.either ? std::max({holds(r.hi, false), holds(r.hi, true),
+                                                holds(r.lo, false), holds(r.lo, true)})
+                                    : holds(r.hi, r.selective);
       }
     }
   }

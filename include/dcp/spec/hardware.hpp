@@ -1,6 +1,7 @@
 #pragma once
 // GPUs and clusters. Constants from ../shared/research/perf-model.md §1 (datasheets, nccl-tests).
 
+#include <bit>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -70,7 +71,8 @@ struct cluster_spec {
   static constexpr std::int64_t max_streaming_multiprocessors = std::int64_t{1} << 20;
 
   /// Throws invalid_spec naming the first bad field, its value and the limit: gpus outside
-  /// [1, max_gpus] or not a multiple of gpus_per_node >= 1; GPU peak, capacity, HBM and link
+  /// [1, max_gpus] or not a multiple of gpus_per_node >= 1; gpus_per_node not a power of two
+  /// on more than one node; GPU peak, capacity, HBM and link
   /// bandwidths not finite and > 0; gpu.streaming_multiprocessors outside [0,
   /// max_streaming_multiprocessors]; latencies not finite and >= 0.
   void validate() const {
@@ -85,6 +87,14 @@ struct cluster_spec {
     if (gpus % gpus_per_node != 0)
       throw invalid_spec("cluster: gpus = " + std::to_string(gpus) +
                          " is not a multiple of gpus_per_node = " + std::to_string(gpus_per_node));
+    // Sequence-parallel groups are aligned blocks of 1, 2, 4, ... ranks, and the cost models count
+    // a group as crossing nodes only when it is larger than a node: true only where a node's size
+    // is a power of two (or there is one node).
+    if (gpus != gpus_per_node && !std::has_single_bit(static_cast<std::uint64_t>(gpus_per_node)))
+      throw invalid_spec("cluster: gpus_per_node = " + std::to_string(gpus_per_node) + " with " +
+                         std::to_string(gpus) + " GPUs in " + std::to_string(gpus / gpus_per_node) +
+                         " nodes, must be a power of two (1, 2, 4, 8, ...) where there is more "
+                         "than one node: the aligned groups of 2, 4, ... GPUs would straddle nodes");
     detail::require_finite_positive(gpu.peak_flops, "cluster: ", "gpu.peak_flops");
     detail::require_finite_positive(gpu.memory_bytes, "cluster: ", "gpu.memory_bytes");
     detail::require_finite_positive(gpu.hbm_bandwidth, "cluster: ", "gpu.hbm_bandwidth");

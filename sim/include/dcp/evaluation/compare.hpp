@@ -44,10 +44,24 @@ struct policy_entry {
   /// and simulates what it returns; every returned sample must be one drawn and not yet trained,
   /// unchanged. Without it the policy trains the drawn batch as drawn.
   std::function<std::vector<sample>(std::span<const sample>)> admit{};
-  /// The index its simulated noise mixes in; default its position in the run's list (a run of
-  /// one policy, as run_choosing_styles makes, keeps the seed the full list would give it).
-  std::optional<std::size_t> noise_index{};
+  /// Which draw of its name's noise the policy gets: 0, its own; k > 0, the k-th further draw
+  /// (a policy named twice in one run is simulated twice with different noise). The noise never
+  /// depends on the policy's place in a list (noise_seed).
+  std::uint64_t noise_draw = 0;
 };
+
+/// The seed of a policy's simulated noise in the step drawn from `step_seed`: a function of the
+/// step's seed, the policy's name and its draw only, so adding, removing or reordering policies
+/// leaves every other policy's noise, and its row, as it was.
+[[nodiscard]] constexpr std::uint64_t noise_seed(std::uint64_t step_seed, std::string_view policy,
+                                                 std::uint64_t draw = 0) noexcept {
+  std::uint64_t name = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
+  for (const char c : policy) {
+    name ^= static_cast<unsigned char>(c);
+    name *= 0x100000001b3ull;
+  }
+  return step_seed * 1000003ull + name + draw * 0x9e3779b97f4a7c15ull;
+}
 
 /// What a framework would have measured for each micro-step of `plan` in the simulated step:
 /// its duration as run (noise and NIC sharing included), its true peak, and whether it ran out
@@ -386,7 +400,7 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       const double planning_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       sim::sim_options options;
-      options.seed = seed * 1000003ull + policies[k].noise_index.value_or(k);
+      options.seed = noise_seed(seed, policies[k].name, policies[k].noise_draw);
       auto simulated = sim::simulate(plan, trained, truth, options);
       sim::sim_options quiet = options;
       quiet.noise_sigma = 0;
@@ -464,8 +478,8 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   // Runs (step, policy) pairs: ours once, the others once per style, ours once per style too.
   const auto total = sc.steps * static_cast<std::int64_t>(adaptive.size() * (1 + fixed.size()));
   std::int64_t done = 0;
-  const auto run_one = [&](const scenario& s, policy_entry entry, std::size_t index) {
-    entry.noise_index = index;
+  const auto run_one = [&](const scenario& s, policy_entry entry, std::uint64_t draw) {
+    entry.noise_draw = draw;
     scenario bounded = s;
     bounded.bound_style = sequence_parallel::automatic;
     auto r = run(bounded, {std::move(entry)}, [&](std::int64_t, std::int64_t) {
@@ -488,8 +502,8 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   for (std::size_t k = 0; k < adaptive.size(); ++k) {
     const auto& name = adaptive[k].name;
     const bool ours = chooses_style(name);
-    // The noise index the policy carries (its place in a full list it was picked from), else k.
-    const std::size_t noise = adaptive[k].noise_index.value_or(k);
+    // Every style's run of the policy keeps the draw of its noise that the policy carries.
+    const std::uint64_t noise = adaptive[k].noise_draw;
     if (ours) result.policies.push_back(fresh(run_one(sc, adaptive[k], noise)));
     if (ours && name != "dcp") continue;
     // The fixed styles: every other policy, and ours as dcp-fixed-style.

@@ -131,7 +131,8 @@ namespace detail {
 /// Executes `plan` for `batch` on `truth`. Throws dcp::error (invalid_spec / invalid_sample)
 /// naming the micro-step, sample or field for: a plan for another cluster size, a group outside
 /// the cluster or with an invalid config, a sample id not in the batch, a sample in two
-/// micro-steps or in none (require_every_sample), a micro-step holding video clips of two grids
+/// micro-steps or in none (require_every_sample), a hybrid micro-step whose plan states a split
+/// other than the one the truth model runs, a micro-step holding video clips of two grids
 /// or video beside text, and two micro-steps with the same sequence number sharing a rank
 /// (ranks could take them in opposite orders and deadlock).
 [[nodiscard]] inline step_result simulate(const step_plan& plan, std::span<const sample> batch,
@@ -165,6 +166,17 @@ namespace detail {
     if (m.first_rank < 0 || m.last_rank() >= gpus)
       throw invalid_spec("simulate: " + detail::describe(m, i) + " lies outside the cluster's ranks 0.." +
                          std::to_string(gpus - 1));
+    // The truth model runs a hybrid group with the split the planner chooses; a plan that states
+    // another (run_step would build those sub-groups) is not what it would simulate.
+    if (m.config.sp == sequence_parallel::hybrid) {
+      const auto u = hybrid_ulysses_degree(m.config.degree, truth.model(), cluster);
+      if (plan.hybrid_ulysses_degree != u)
+        throw invalid_spec("simulate: " + detail::describe(m, i) + " is hybrid with plan.hybrid_ulysses_degree = " +
+                           std::to_string(plan.hybrid_ulysses_degree) + ", but the truth model runs degree " +
+                           std::to_string(m.config.degree) + " as Ulysses groups of " + std::to_string(u) +
+                           " (the largest power of two dividing the " + std::to_string(truth.model().heads) +
+                           " heads within a node): it simulates only that split");
+    }
   }
 
   // ---- samples: every id known, each in exactly one micro-step --------------------------------

@@ -31,12 +31,35 @@ namespace detail {
   return text.substr(first, last - first + 1);
 }
 
-/// The offending text as it goes into a message: quoted, and cut at 40 characters so that a
-/// binary file fed by mistake does not make a megabyte-long exception.
+/// `text` with what a terminal would not show written out: control bytes (NUL included, which
+/// would end a C string such as what()) as \xNN, and a UTF-8 byte order mark as \ufeff.
+[[nodiscard]] inline std::string visible(std::string_view text) {
+  constexpr std::string_view bom = "\xEF\xBB\xBF";
+  constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (text.substr(i, bom.size()) == bom) {
+      out += "\\ufeff";
+      i += bom.size() - 1;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += "\\x";
+      out += hex[byte >> 4];
+      out += hex[byte & 15];
+    } else {
+      out += static_cast<char>(byte);
+    }
+  }
+  return out;
+}
+
+/// The offending text as it goes into a message: quoted, made visible, and cut at 40
+/// characters so that a binary file fed by mistake does not make a megabyte-long exception.
 [[nodiscard]] inline std::string quoted(std::string_view text) {
   constexpr std::size_t shown = 40;
-  if (text.size() <= shown) return "'" + std::string(text) + "'";
-  return "'" + std::string(text.substr(0, shown)) + "...' (" + std::to_string(text.size()) +
+  if (text.size() <= shown) return "'" + visible(text) + "'";
+  return "'" + visible(text.substr(0, shown)) + "...' (" + std::to_string(text.size()) +
          " characters)";
 }
 
@@ -105,10 +128,25 @@ void for_each_line(std::istream& input, std::string_view source, F&& on_line,
   if (!pending.empty()) on_line(++line_number, std::string_view(pending));
 }
 
+/// `path` opened for reading; throws dcp::error naming it where it is a directory or cannot be
+/// opened (a directory opens on Linux, then fails on its first read).
 [[nodiscard]] inline std::ifstream open_or_throw(const std::filesystem::path& path) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored))
+    throw error(visible(path.string()) + ": is a directory, not a file");
   std::ifstream file(path);
-  if (!file) throw error(path.string() + ": cannot open the file for reading");
+  if (!file) throw error(visible(path.string()) + ": cannot open the file for reading");
   return file;
+}
+
+/// The most samples one file may hold (each costs ~200 bytes while it is planned): beyond it a
+/// reader stops with an error naming the file and the line, instead of running out of memory.
+inline constexpr std::size_t max_samples_per_file = std::size_t{1} << 26;  // 67,108,864
+
+inline void check_sample_count(std::size_t count, std::string_view source, std::int64_t line) {
+  if (count >= max_samples_per_file)
+    throw invalid_sample(location(source, line) + "more than " + std::to_string(max_samples_per_file) +
+                         " samples, the most dcp reads from one file");
 }
 
 }  // namespace detail
@@ -124,6 +162,7 @@ inline std::vector<dcp::sample> read_lengths(std::istream& input, std::string_vi
     if (detail::is_skipped(text)) return;
     const std::int64_t tokens = detail::parse_positive(
         text, [&] { return detail::location(source_name, line_number); }, "tokens");
+    detail::check_sample_count(samples.size(), source_name, line_number);
     samples.push_back(dcp::text_sample(samples.size(), tokens));
   });
   return samples;
@@ -189,6 +228,7 @@ inline std::vector<dcp::sample> read_lengths(std::istream& input, std::string_vi
       throw invalid_sample(where() + detail::quoted(text) + " has more than " +
                            std::to_string(max_tokens) + " tokens (frames x height x width)");
     }
+    detail::check_sample_count(samples.size(), source_name, line_number);
     samples.push_back(dcp::video_sample(samples.size(), shape, attention));
   });
   return samples;
