@@ -99,7 +99,8 @@ TEST_CASE("Planner.Allotment.a_class_of_long_clips_takes_the_degree_that_saves_g
   for (const auto& [t, degree] : lone_samples(plan, batch)) {
     if (t != 190'800 && t != 216'000) continue;
     ++long_clips;
-    CAPTURE(t);
+    const auto tokens = t;  // a lambda cannot capture a structured binding before Clang 16
+    CAPTURE(tokens);
     CHECK(degree < 8);
   }
   CHECK(long_clips == 5);

@@ -417,7 +417,8 @@ TEST_CASE("Planner.LocalSearch.trades_a_long_sample_for_a_shorter_one_where_no_s
   };
   for (const auto& [gpus, thousands, best_seconds] :
        {instance{2, {4, 4, 5, 5, 5, 7}, 15.0}, instance{3, {4, 4, 4, 6, 7, 7, 8}, 14.0}}) {
-    CAPTURE(gpus);
+    const auto shown_gpus = gpus;  // a lambda cannot capture a structured binding before Clang 16
+    CAPTURE(shown_gpus);
     const DataCentricScheduler<one_sample_per_gpu_cost> ours(
         one_sample_per_gpu_cost{analytic_cost_model(models::llama3_8b(), gpus_in_one_node(gpus))});
     std::vector<sample> batch;
@@ -445,7 +446,8 @@ TEST_CASE("Planner.StaticSearch.the_group_floor_never_skips_a_layout_that_beats_
        workload::draw_batch(workload::opensora_video_mix::videosys_benchmark(), 4'000'000, 5)}};
   int built = 0;
   for (const auto& [cost, batch] : cases) {
-    CAPTURE(cost.model().name);
+    const auto model_name = cost.model().name;  // a lambda cannot capture a structured binding before Clang 16
+    CAPTURE(model_name);
     const auto samples = canonical_order(batch);
     const auto labels = varlen_buckets{}.assign(samples);
     const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{samples, labels, cost, {}};

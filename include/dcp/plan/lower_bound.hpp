@@ -81,14 +81,16 @@ template <class M>
 // The most tokens one sample may have at config c within the budget (peak bytes never decrease
 // with tokens under memory_by_tokens); 0 when not even one token fits.
 template <class M>
+[[nodiscard]] bool token_fits(const M& cost, const execution_config& c, double budget, std::int64_t tokens) {
+  micro_batch_shape one;
+  one.samples = 1;
+  one.tokens = tokens;
+  one.longest = tokens;
+  return static_cast<double>(cost.peak_bytes(one, c)) <= budget;
+}
+template <class M>
 [[nodiscard]] std::int64_t token_capacity(const M& cost, const execution_config& c, double budget) {
-  const auto fits = [&](std::int64_t tokens) {
-    micro_batch_shape one;
-    one.samples = 1;
-    one.tokens = tokens;
-    one.longest = tokens;
-    return static_cast<double>(cost.peak_bytes(one, c)) <= budget;
-  };
+  const auto fits = [&](std::int64_t tokens) { return token_fits(cost, c, budget, tokens); };
   return largest_fitting(fits, std::int64_t{1} << 62);  // no budget holds 2^62 tokens
 }
 
@@ -141,10 +143,17 @@ template <class Context>
         };
         // Peak bytes never grow with the recomputed layers from one on (memory_by_tokens), so a
         // rung holds the most at hi; the plain rung [0, L] at none or at every layer, whichever
-        // holds more (with one layer, recomputing it keeps its input and its working set).
-        r.capacity[k][j] = r.either ? std::max({holds(r.hi, false), holds(r.hi, true),
-                                                holds(r.lo, false), holds(r.lo, true)})
-                                    : holds(r.hi, r.selective);
+        // holds more (with one layer, recomputing it keeps its input and its working set). One
+        // evaluation says whether none holds more; only then is its capacity searched.
+        if (!r.either) {
+          r.capacity[k][j] = holds(r.hi, r.selective);
+          continue;
+        }
+        auto most = std::max(holds(r.hi, false), holds(r.hi, true));
+        for (const bool selective : {false, true})
+          if (token_fits(cost, ctx.config(k, {r.lo, selective}, sp), ctx.budget(), most + 1))
+            most = std::max(most, holds(r.lo, selective));
+        r.capacity[k][j] = most;
       }
     }
   }
