@@ -1,0 +1,337 @@
+// Plans across the scenario space, pinned to golden fingerprints: a change to the planner that
+// is meant to keep its plans (a restructuring, a faster data structure) must leave every one of
+// them bit for bit. The golden values were recorded from the planner as of 500efcc. Where a
+// change is meant to change plans, run with DCP_PRINT_FINGERPRINTS=1 to print the new table.
+
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "dcp/dcp.hpp"
+#include "dcp/workload/batch.hpp"
+#include "dcp/workload/empirical_profile.hpp"
+#include "dcp/workload/presets.hpp"
+#include "dcp/workload/video_mix.hpp"
+
+#include "../support/batches.hpp"
+
+using namespace dcp;
+
+namespace fingerprint_scenarios {
+
+struct pinned {
+  std::uint64_t fingerprint;  // step_plan::fingerprint (what ranks all-gather)
+  std::uint64_t timing;       // predicted times and peaks, which the fingerprint leaves out
+};
+
+// The predicted times of a plan (makespan, each micro-step's start, length and peak bytes), the
+// best static layout and the policy's text: what the fingerprint does not hash. The lower
+// bound is left out: its arithmetic may change without changing any plan.
+std::uint64_t timing_hash(const step_plan& plan) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over 64-bit words
+  const auto mix = [&h](std::uint64_t word) { h = (h ^ word) * 0x100000001b3ULL; };
+  const auto real = [&mix](double x) { mix(std::bit_cast<std::uint64_t>(x)); };
+  real(plan.makespan_seconds);
+  real(plan.best_static_seconds);
+  mix(static_cast<std::uint64_t>(plan.best_static_degree));
+  for (const char c : plan.policy) mix(static_cast<unsigned char>(c));
+  for (const auto& m : plan.micro_steps) {
+    real(m.start_seconds);
+    real(m.seconds);
+    real(m.peak_bytes);
+  }
+  return h;
+}
+
+struct setting {
+  std::string name;
+  model_spec model;
+  std::int64_t nodes;
+  sequence_parallel sp;
+  int zero_stage;
+};
+
+const char* style_name(sequence_parallel sp) {
+  switch (sp) {
+    case sequence_parallel::ulysses:
+      return "ulysses";
+    case sequence_parallel::ring:
+      return "ring";
+    case sequence_parallel::hybrid:
+      return "hybrid";
+    default:
+      return "auto";
+  }
+}
+
+// Llama-3-8B on H100 and STDiT3-XL on H200; 1, 4 and 32 nodes of 8; every style; ZeRO-1 and,
+// for text, ZeRO-3.
+std::vector<setting> settings() {
+  std::vector<setting> out;
+  const sequence_parallel styles[] = {sequence_parallel::ulysses, sequence_parallel::ring,
+                                      sequence_parallel::hybrid, sequence_parallel::automatic};
+  for (const std::int64_t nodes : {1, 4, 32})
+    for (const auto sp : styles) {
+      for (const int zero : {1, 3})
+        out.push_back({"llama3-8b/" + std::to_string(8 * nodes) + "/" + style_name(sp) + "/z" +
+                           std::to_string(zero),
+                       models::llama3_8b(), nodes, sp, zero});
+      out.push_back({"stdit3-xl/" + std::to_string(8 * nodes) + "/" + style_name(sp) + "/z1",
+                     models::stdit3_xl(), nodes, sp, 1});
+    }
+  return out;
+}
+
+analytic_cost_model cost_of(const setting& s) {
+  training_spec training;
+  training.sp = s.sp;
+  training.zero_stage = s.zero_stage;
+  const bool video = s.model.name == models::stdit3_xl().name;
+  return analytic_cost_model(
+      s.model, hgx_cluster(s.nodes, video ? gpus::h200_sxm() : gpus::h100_sxm()), training);
+}
+
+// Named batches for a setting: Wikipedia-like documents split at a 64K context and seeded
+// long-tailed lengths for text, the VideoSys clip mix for video.
+std::vector<std::pair<std::string, std::vector<sample>>> batches_for(const setting& s) {
+  const std::int64_t gpus = 8 * s.nodes;
+  if (s.model.name == models::stdit3_xl().name)
+    return {{"videosys", workload::draw_batch(workload::opensora_video_mix::videosys_benchmark(),
+                                              gpus * 125'000, 11)}};
+  return {
+      {"wikipedia", workload::split_to_context(
+                        workload::draw_batch(workload::wikipedia(), gpus * 32'768, 7), 65'536)
+                        .samples},
+      {"long-tail", test::heavy_tailed_batch(13, static_cast<std::size_t>(gpus) * 40, 131'072)}};
+}
+
+// Non-default placement knobs, each tried on the 32-GPU settings.
+std::vector<std::pair<std::string, balanced_placement>> option_variants() {
+  balanced_placement unshared;
+  unshared.share_micro_batches = false;
+  balanced_placement exact;
+  exact.exact_best_static = true;
+  exact.cross_nodes_when_faster = false;
+  balanced_placement wide;
+  wide.long_fraction = 0.5;
+  wide.full_candidates = 3;
+  wide.ranked_candidates = 16;
+  return {{"unshared", unshared}, {"exact-static", exact}, {"wide", wide}};
+}
+
+// Recorded from 500efcc (DCP_PRINT_FINGERPRINTS=1).
+const std::map<std::string, pinned>& golden() {
+  static const std::map<std::string, pinned> table{
+      {"llama3-8b/8/ulysses/z1/wikipedia", {0x5e32925b76336e3aULL, 0x5c54b96223b31279ULL}},
+      {"llama3-8b/8/ulysses/z1/long-tail", {0x21060770597fd6a3ULL, 0x532068a7eeadf35eULL}},
+      {"llama3-8b/8/ulysses/z3/wikipedia", {0x66d6bd94f47f0847ULL, 0x1a1480926f235726ULL}},
+      {"llama3-8b/8/ulysses/z3/long-tail", {0x7a5aa0733a306526ULL, 0x5941839c0425f1bbULL}},
+      {"stdit3-xl/8/ulysses/z1/videosys", {0x4a81b1bd58ac6d9cULL, 0xe39512adc9570fa5ULL}},
+      {"llama3-8b/8/ring/z1/wikipedia", {0xeaf9b926b7a54d0dULL, 0x887e1638ef531399ULL}},
+      {"llama3-8b/8/ring/z1/long-tail", {0x9042873dc9f6c170ULL, 0x217e9595895e8911ULL}},
+      {"llama3-8b/8/ring/z3/wikipedia", {0xf762d76dca360a62ULL, 0x1a1480926f235726ULL}},
+      {"llama3-8b/8/ring/z3/long-tail", {0xce4e58103f6e0079ULL, 0xab782cd5836ce31cULL}},
+      {"stdit3-xl/8/ring/z1/videosys", {0x0ff10de7d030399fULL, 0x2bd7a6099790d766ULL}},
+      {"llama3-8b/8/hybrid/z1/wikipedia", {0x5e32925b76336e3aULL, 0x5c54b96223b31279ULL}},
+      {"llama3-8b/8/hybrid/z1/long-tail", {0x21060770597fd6a3ULL, 0x532068a7eeadf35eULL}},
+      {"llama3-8b/8/hybrid/z3/wikipedia", {0x66d6bd94f47f0847ULL, 0x1a1480926f235726ULL}},
+      {"llama3-8b/8/hybrid/z3/long-tail", {0x7a5aa0733a306526ULL, 0x5941839c0425f1bbULL}},
+      {"stdit3-xl/8/hybrid/z1/videosys", {0x4a81b1bd58ac6d9cULL, 0xe39512adc9570fa5ULL}},
+      {"llama3-8b/8/auto/z1/wikipedia", {0x0c8377830638c4bbULL, 0x8d5840401ccb4eccULL}},
+      {"llama3-8b/8/auto/z1/long-tail", {0xc572e0c3c3aab855ULL, 0xda24fdd054bd4f4fULL}},
+      {"llama3-8b/8/auto/z3/wikipedia", {0x66d6bd94f47f0847ULL, 0x1a1480926f235726ULL}},
+      {"llama3-8b/8/auto/z3/long-tail", {0xa03526eb036a5404ULL, 0x2cdebd0f76832026ULL}},
+      {"stdit3-xl/8/auto/z1/videosys", {0xe2aa0cdd92549ddeULL, 0x2bd7a6099790d766ULL}},
+      {"llama3-8b/32/ulysses/z1/wikipedia", {0x7f078564e37b0282ULL, 0xf45d5fb5ab32beebULL}},
+      {"llama3-8b/32/ulysses/z1/wikipedia/unshared",
+       {0xe688068e49b982ffULL, 0x460eaa6c5cdc39f1ULL}},
+      {"llama3-8b/32/ulysses/z1/wikipedia/exact-static",
+       {0x7f078564e37b0282ULL, 0x41d55c8815a905a2ULL}},
+      {"llama3-8b/32/ulysses/z1/wikipedia/wide", {0x60c8fb1b7cfe8e92ULL, 0xbe4275b1a4cac3b7ULL}},
+      {"llama3-8b/32/ulysses/z1/long-tail", {0x58271f5c0ef5fd78ULL, 0xee59bc6d0cb3f6b9ULL}},
+      {"llama3-8b/32/ulysses/z1/long-tail/unshared",
+       {0xb4b8b8638b668c7eULL, 0x94c60b8c6c9e847cULL}},
+      {"llama3-8b/32/ulysses/z1/long-tail/exact-static",
+       {0x58271f5c0ef5fd78ULL, 0x304f611fb7b88a61ULL}},
+      {"llama3-8b/32/ulysses/z1/long-tail/wide", {0x58271f5c0ef5fd78ULL, 0xee59bc6d0cb3f6b9ULL}},
+      {"llama3-8b/32/ulysses/z3/wikipedia", {0x643f58dd112a2c0eULL, 0x8be9c000953e76c5ULL}},
+      {"llama3-8b/32/ulysses/z3/wikipedia/unshared",
+       {0x0344b0e9241cb7cbULL, 0xd4487e332ecbed7cULL}},
+      {"llama3-8b/32/ulysses/z3/wikipedia/exact-static",
+       {0x643f58dd112a2c0eULL, 0xdfac7f4206c1bdd9ULL}},
+      {"llama3-8b/32/ulysses/z3/wikipedia/wide", {0xd3650772afcf4cdeULL, 0xe9a3f4675821325bULL}},
+      {"llama3-8b/32/ulysses/z3/long-tail", {0x5319ec944ef4df08ULL, 0xf34638d434f5c53eULL}},
+      {"llama3-8b/32/ulysses/z3/long-tail/unshared",
+       {0x5319ec944ef4df08ULL, 0xf34638d434f5c53eULL}},
+      {"llama3-8b/32/ulysses/z3/long-tail/exact-static",
+       {0x5319ec944ef4df08ULL, 0x38613b1a037014eaULL}},
+      {"llama3-8b/32/ulysses/z3/long-tail/wide", {0x5319ec944ef4df08ULL, 0xf34638d434f5c53eULL}},
+      {"stdit3-xl/32/ulysses/z1/videosys", {0x57d4d4aefcd6b31eULL, 0x9875f1d6e23ddb20ULL}},
+      {"stdit3-xl/32/ulysses/z1/videosys/unshared", {0x57d4d4aefcd6b31eULL, 0x9875f1d6e23ddb20ULL}},
+      {"stdit3-xl/32/ulysses/z1/videosys/exact-static",
+       {0x57d4d4aefcd6b31eULL, 0x9fa0fbb7a5ea5716ULL}},
+      {"stdit3-xl/32/ulysses/z1/videosys/wide", {0x4c3da618c25397baULL, 0x01405ae8e0e220f4ULL}},
+      {"llama3-8b/32/ring/z1/wikipedia", {0x351751cfe71d6492ULL, 0x01806b743deb9c96ULL}},
+      {"llama3-8b/32/ring/z1/wikipedia/unshared", {0xcd15679603f8d017ULL, 0xed65ad6546af4422ULL}},
+      {"llama3-8b/32/ring/z1/wikipedia/exact-static",
+       {0x351751cfe71d6492ULL, 0x3411237ca5bc5044ULL}},
+      {"llama3-8b/32/ring/z1/wikipedia/wide", {0x351751cfe71d6492ULL, 0x01806b743deb9c96ULL}},
+      {"llama3-8b/32/ring/z1/long-tail", {0x709b7038cce45452ULL, 0x1a16d01595cf6170ULL}},
+      {"llama3-8b/32/ring/z1/long-tail/unshared", {0x009090b0f5874199ULL, 0xc54e71e95bbb4b39ULL}},
+      {"llama3-8b/32/ring/z1/long-tail/exact-static",
+       {0x709b7038cce45452ULL, 0xc14a77cd08bcf245ULL}},
+      {"llama3-8b/32/ring/z1/long-tail/wide", {0x709b7038cce45452ULL, 0x1a16d01595cf6170ULL}},
+      {"llama3-8b/32/ring/z3/wikipedia", {0x7b411976dae25bf0ULL, 0x64cd46bb0f6a18acULL}},
+      {"llama3-8b/32/ring/z3/wikipedia/unshared", {0x639f9a48e76bd6d5ULL, 0xaeeb904d50c2fff7ULL}},
+      {"llama3-8b/32/ring/z3/wikipedia/exact-static",
+       {0x7b411976dae25bf0ULL, 0x028fc01819369d0aULL}},
+      {"llama3-8b/32/ring/z3/wikipedia/wide", {0x753dda1ecb804a9cULL, 0x2633c4743b5e83abULL}},
+      {"llama3-8b/32/ring/z3/long-tail", {0x660767af3ba23194ULL, 0xb1a1ccd1a25e3635ULL}},
+      {"llama3-8b/32/ring/z3/long-tail/unshared", {0x660767af3ba23194ULL, 0xb1a1ccd1a25e3635ULL}},
+      {"llama3-8b/32/ring/z3/long-tail/exact-static",
+       {0x660767af3ba23194ULL, 0x4cc8bf775ef5db61ULL}},
+      {"llama3-8b/32/ring/z3/long-tail/wide", {0xa5a5626611123a7dULL, 0x61e1b3916e1f8451ULL}},
+      {"stdit3-xl/32/ring/z1/videosys", {0x2b8ef0712822086eULL, 0xaeffa90f94ef059eULL}},
+      {"stdit3-xl/32/ring/z1/videosys/unshared", {0x2b8ef0712822086eULL, 0xaeffa90f94ef059eULL}},
+      {"stdit3-xl/32/ring/z1/videosys/exact-static",
+       {0x2b8ef0712822086eULL, 0xff10f8a5746030fcULL}},
+      {"stdit3-xl/32/ring/z1/videosys/wide", {0xbf337a9620b3fd64ULL, 0x54ca911328d1508fULL}},
+      {"llama3-8b/32/hybrid/z1/wikipedia", {0x23e1d09f29b9b9e9ULL, 0xf5373c2c091595f5ULL}},
+      {"llama3-8b/32/hybrid/z1/wikipedia/unshared", {0x1803d3674962e42dULL, 0xc53804a5baf89605ULL}},
+      {"llama3-8b/32/hybrid/z1/wikipedia/exact-static",
+       {0x23e1d09f29b9b9e9ULL, 0x48b0439c7e1c627aULL}},
+      {"llama3-8b/32/hybrid/z1/wikipedia/wide", {0x60c8fb1b7cfe8e92ULL, 0xbe4275b1a4cac3b7ULL}},
+      {"llama3-8b/32/hybrid/z1/long-tail", {0x58271f5c0ef5fd78ULL, 0xee59bc6d0cb3f6b9ULL}},
+      {"llama3-8b/32/hybrid/z1/long-tail/unshared", {0xb4b8b8638b668c7eULL, 0x94c60b8c6c9e847cULL}},
+      {"llama3-8b/32/hybrid/z1/long-tail/exact-static",
+       {0x58271f5c0ef5fd78ULL, 0x304f611fb7b88a61ULL}},
+      {"llama3-8b/32/hybrid/z1/long-tail/wide", {0x58271f5c0ef5fd78ULL, 0xee59bc6d0cb3f6b9ULL}},
+      {"llama3-8b/32/hybrid/z3/wikipedia", {0x643f58dd112a2c0eULL, 0x8be9c000953e76c5ULL}},
+      {"llama3-8b/32/hybrid/z3/wikipedia/unshared", {0x0344b0e9241cb7cbULL, 0xd4487e332ecbed7cULL}},
+      {"llama3-8b/32/hybrid/z3/wikipedia/exact-static",
+       {0x643f58dd112a2c0eULL, 0xdfac7f4206c1bdd9ULL}},
+      {"llama3-8b/32/hybrid/z3/wikipedia/wide", {0xd3650772afcf4cdeULL, 0xe9a3f4675821325bULL}},
+      {"llama3-8b/32/hybrid/z3/long-tail", {0x5319ec944ef4df08ULL, 0xf34638d434f5c53eULL}},
+      {"llama3-8b/32/hybrid/z3/long-tail/unshared", {0x5319ec944ef4df08ULL, 0xf34638d434f5c53eULL}},
+      {"llama3-8b/32/hybrid/z3/long-tail/exact-static",
+       {0x5319ec944ef4df08ULL, 0x38613b1a037014eaULL}},
+      {"llama3-8b/32/hybrid/z3/long-tail/wide", {0x5319ec944ef4df08ULL, 0xf34638d434f5c53eULL}},
+      {"stdit3-xl/32/hybrid/z1/videosys", {0x57d4d4aefcd6b31eULL, 0x9875f1d6e23ddb20ULL}},
+      {"stdit3-xl/32/hybrid/z1/videosys/unshared", {0x57d4d4aefcd6b31eULL, 0x9875f1d6e23ddb20ULL}},
+      {"stdit3-xl/32/hybrid/z1/videosys/exact-static",
+       {0x57d4d4aefcd6b31eULL, 0x9fa0fbb7a5ea5716ULL}},
+      {"stdit3-xl/32/hybrid/z1/videosys/wide", {0x4c3da618c25397baULL, 0x01405ae8e0e220f4ULL}},
+      {"llama3-8b/32/auto/z1/wikipedia", {0xeb5e41a93a6100a5ULL, 0xa923999d6a0737c2ULL}},
+      {"llama3-8b/32/auto/z1/wikipedia/unshared", {0x219d778c7c4edd8eULL, 0x3dd1fb4cccd467edULL}},
+      {"llama3-8b/32/auto/z1/wikipedia/exact-static",
+       {0xeb5e41a93a6100a5ULL, 0x04ce324180c10e9bULL}},
+      {"llama3-8b/32/auto/z1/wikipedia/wide", {0x16246f6ec0c22526ULL, 0xd6b8d2a4d7604a58ULL}},
+      {"llama3-8b/32/auto/z1/long-tail", {0xe164c2378c143696ULL, 0x64bd9098e0ab2ae6ULL}},
+      {"llama3-8b/32/auto/z1/long-tail/unshared", {0xad38fec2cc259b39ULL, 0x6651a9a3c6d0700fULL}},
+      {"llama3-8b/32/auto/z1/long-tail/exact-static",
+       {0xe164c2378c143696ULL, 0xaeb5c852cc66b7eeULL}},
+      {"llama3-8b/32/auto/z1/long-tail/wide", {0xe164c2378c143696ULL, 0x64bd9098e0ab2ae6ULL}},
+      {"llama3-8b/32/auto/z3/wikipedia", {0x055a19fd2463d4edULL, 0xed56cab09708bfe2ULL}},
+      {"llama3-8b/32/auto/z3/wikipedia/unshared", {0x90ea80aee92b5aa8ULL, 0x316fea37d9a228f7ULL}},
+      {"llama3-8b/32/auto/z3/wikipedia/exact-static",
+       {0x055a19fd2463d4edULL, 0x9608928f5909c416ULL}},
+      {"llama3-8b/32/auto/z3/wikipedia/wide", {0x85bed5a44cfbd1e5ULL, 0xeaed5abc91dd9c1dULL}},
+      {"llama3-8b/32/auto/z3/long-tail", {0x32025c4e935786feULL, 0x89034fb919126b3dULL}},
+      {"llama3-8b/32/auto/z3/long-tail/unshared", {0x32025c4e935786feULL, 0x89034fb919126b3dULL}},
+      {"llama3-8b/32/auto/z3/long-tail/exact-static",
+       {0x32025c4e935786feULL, 0xc8e83554c2a83439ULL}},
+      {"llama3-8b/32/auto/z3/long-tail/wide", {0x32025c4e935786feULL, 0x89034fb919126b3dULL}},
+      {"stdit3-xl/32/auto/z1/videosys", {0x98a89b49ab477a56ULL, 0xaeffa90f94ef059eULL}},
+      {"stdit3-xl/32/auto/z1/videosys/unshared", {0x98a89b49ab477a56ULL, 0xaeffa90f94ef059eULL}},
+      {"stdit3-xl/32/auto/z1/videosys/exact-static",
+       {0x98a89b49ab477a56ULL, 0xff10f8a5746030fcULL}},
+      {"stdit3-xl/32/auto/z1/videosys/wide", {0xa5ca86d8ba5b9017ULL, 0x565a6344c98d65ceULL}},
+      {"llama3-8b/256/ulysses/z1/wikipedia", {0xfb278407cb2ef112ULL, 0x32c95cee436c6553ULL}},
+      {"llama3-8b/256/ulysses/z1/long-tail", {0x63672b05ec61bd3aULL, 0x9427163e807bc756ULL}},
+      {"llama3-8b/256/ulysses/z3/wikipedia", {0xefb83ff786862a97ULL, 0x46f94891f8272cdcULL}},
+      {"llama3-8b/256/ulysses/z3/long-tail", {0xa34595d17a315270ULL, 0x09718e21470b1aa2ULL}},
+      {"stdit3-xl/256/ulysses/z1/videosys", {0x6bf1dad366590e03ULL, 0xc22da4e282060de8ULL}},
+      {"llama3-8b/256/ring/z1/wikipedia", {0xe40ed873a88d5917ULL, 0xd6002e39888db655ULL}},
+      {"llama3-8b/256/ring/z1/long-tail", {0x54f8176411e9320bULL, 0xc03a5213982afcceULL}},
+      {"llama3-8b/256/ring/z3/wikipedia", {0x1d4bcddee1394ac4ULL, 0x978a9d7ee7ad47a1ULL}},
+      {"llama3-8b/256/ring/z3/long-tail", {0xdbcaf72403a00e2bULL, 0x8a5a65a1fdbb2027ULL}},
+      {"stdit3-xl/256/ring/z1/videosys", {0xd2aba8f3beb96fd4ULL, 0x81788cb0aacff26fULL}},
+      {"llama3-8b/256/hybrid/z1/wikipedia", {0xfb278407cb2ef112ULL, 0x32c95cee436c6553ULL}},
+      {"llama3-8b/256/hybrid/z1/long-tail", {0x36b26160b2800f10ULL, 0x800998d4ff7748faULL}},
+      {"llama3-8b/256/hybrid/z3/wikipedia", {0xb2affbf4d757d61dULL, 0x9673d4386c8346a6ULL}},
+      {"llama3-8b/256/hybrid/z3/long-tail", {0xe1859818dd722175ULL, 0x1c96c130f37cc265ULL}},
+      {"stdit3-xl/256/hybrid/z1/videosys", {0x6bf1dad366590e03ULL, 0xc22da4e282060de8ULL}},
+      {"llama3-8b/256/auto/z1/wikipedia", {0xf5498299aa7d1a14ULL, 0x0f4cce23a064530eULL}},
+      {"llama3-8b/256/auto/z1/long-tail", {0x615c04ce2af18ff8ULL, 0x3836be5887bb744fULL}},
+      {"llama3-8b/256/auto/z3/wikipedia", {0xfcdf07f51a4f0980ULL, 0xb228aa36b98b51bdULL}},
+      {"llama3-8b/256/auto/z3/long-tail", {0xfd2634288d076af5ULL, 0xe1d500c28132be62ULL}},
+      {"stdit3-xl/256/auto/z1/videosys", {0x7cbcec3aeda4a13cULL, 0x52cd28c16a5b294bULL}},
+      {"llama3-8b/256/auto/z3/kept-arrays/first", {0x1a0cb2b5c302a669ULL, 0x75a0b71f9d183ef8ULL}},
+      {"llama3-8b/256/auto/z3/kept-arrays/again", {0x1a0cb2b5c302a669ULL, 0x75a0b71f9d183ef8ULL}},
+  };
+  return table;
+}
+
+// Prints the plan's line of the golden table (`print`), else checks it against the table.
+void print_or_check(const std::string& name, const step_plan& plan, bool print,
+                    std::map<std::string, pinned>& seen) {
+  const pinned got{plan.fingerprint, timing_hash(plan)};
+  seen[name] = got;
+  if (print) {
+    std::printf("      {\"%s\", {0x%016llxULL, 0x%016llxULL}},\n", name.c_str(),
+                static_cast<unsigned long long>(got.fingerprint),
+                static_cast<unsigned long long>(got.timing));
+    return;
+  }
+  CAPTURE(name);
+  const auto at = golden().find(name);
+  REQUIRE(at != golden().end());
+  CHECK(got.fingerprint == at->second.fingerprint);
+  CHECK(got.timing == at->second.timing);
+}
+
+}  // namespace fingerprint_scenarios
+
+TEST_CASE("Planner.Fingerprints.scenario_plans_are_unchanged") {
+  using namespace fingerprint_scenarios;
+  const bool print = std::getenv("DCP_PRINT_FINGERPRINTS") != nullptr;
+  std::map<std::string, pinned> seen;
+  for (const auto& s : settings()) {
+    const auto cost = cost_of(s);
+    const DataCentricScheduler<> ours(cost);
+    for (const auto& [batch_name, batch] : batches_for(s)) {
+      const std::string name = s.name + "/" + batch_name;
+      print_or_check(name, ours.plan(batch), print, seen);
+      if (s.nodes != 4) continue;
+      for (const auto& [option_name, options] : option_variants()) {
+        const DataCentricScheduler<> other(cost, {}, {}, options);
+        print_or_check(name + "/" + option_name, other.plan(batch), print, seen);
+      }
+    }
+  }
+  // A batch large enough for the scheduler's kept arrays (detail::plan_workspace), planned twice
+  // by one scheduler: the second plan reuses the first one's memory.
+  const setting large{"llama3-8b/256/auto/z3", models::llama3_8b(), 32,
+                      sequence_parallel::automatic, 3};
+  const DataCentricScheduler<> kept(cost_of(large));
+  const auto batch =
+      test::heavy_tailed_batch(17, dcp::detail::plan_workspace::from_samples + 4096, 131'072);
+  for (const char* pass : {"first", "again"})
+    print_or_check(large.name + "/kept-arrays/" + pass, kept.plan(batch), print, seen);
+  if (print) return;
+  CHECK(seen.size() == golden().size());
+  // A regression test only if a knob shows: some non-default option changes some plan.
+  int differing = 0;
+  for (const auto& [name, got] : seen)
+    for (const auto& [option_name, options] : option_variants())
+      if (name.ends_with("/" + option_name))
+        differing += seen.at(name.substr(0, name.rfind('/'))).fingerprint != got.fingerprint;
+  CHECK(differing > 0);
+}
