@@ -112,11 +112,10 @@ public:
     const auto& samples = *ordered;
     detail::canonical_order_into(batch, *ordered, kept);
     const auto labels = bucketing_.assign(samples);
-    placement_problem<Cost, Recompute> problem{samples, labels, cost_, recompute_};
-    problem.workspace = kept;
-    const placement_context<Cost, Recompute> options(problem);
-    problem.options = &options;
-    auto placed = placement_.place(std::as_const(problem));
+    // The placement's input, built once: the placement and the lower bound read the same
+    // per-sample options.
+    const placement_input<Cost, Recompute> input({samples, labels, cost_, recompute_}, kept);
+    auto placed = placement_.place(input);
 
     step_plan out;
     out.gpus = cost_.cluster().gpus;
@@ -135,7 +134,7 @@ public:
       return out;
     }
     out.gradient_sync_seconds = gradient_sync(cost_);
-    out.lower_bound_seconds = detail::lower_bound_seconds(options);
+    out.lower_bound_seconds = detail::lower_bound_seconds(input);
 
     // Sequence numbers follow predicted start times (then first rank), so each rank's own
     // micro-steps are numbered in the order it runs them.

@@ -218,17 +218,23 @@ static_assert(!dcp::recompute_strategy<dcp::pyramid_recompute, cost_without_peak
 // ---- placement_policy ------------------------------------------------------------------------
 struct minimal_placement {
   template <class M, class R>
-  dcp::placement place(const dcp::placement_problem<M, R>&) const { return {}; }
+  dcp::placement place(const dcp::placement_input<M, R>&) const {
+    return {};
+  }
   std::string_view name() const { return "minimal"; }
 };
 struct placement_returning_plan {  // returns the scheduler's output type, not a placement
   template <class M, class R>
-  dcp::step_plan place(const dcp::placement_problem<M, R>&) const { return {}; }
+  dcp::step_plan place(const dcp::placement_input<M, R>&) const {
+    return {};
+  }
   std::string_view name() const { return "near-miss"; }
 };
 struct placement_without_name {
   template <class M, class R>
-  dcp::placement place(const dcp::placement_problem<M, R>&) const { return {}; }
+  dcp::placement place(const dcp::placement_input<M, R>&) const {
+    return {};
+  }
 };
 using cost = dcp::analytic_cost_model;
 using rec = dcp::pyramid_recompute;

@@ -36,7 +36,8 @@ static_assert(std::is_same_v<dcp::step_plan, abi::step_plan>);
 static_assert(std::is_same_v<dcp::sample, abi::sample>);
 static_assert(std::is_same_v<dcp::analytic_cost_model, abi::analytic_cost_model>);
 static_assert(std::is_same_v<dcp::DataCentricScheduler<>, abi::DataCentricScheduler<>>);
-static_assert(std::is_same_v<dcp::placement_context<dcp::analytic_cost_model, dcp::pyramid_recompute>,
-                             abi::placement_context<dcp::analytic_cost_model, dcp::pyramid_recompute>>);
+static_assert(
+    std::is_same_v<dcp::placement_input<dcp::analytic_cost_model, dcp::pyramid_recompute>,
+                   abi::placement_input<dcp::analytic_cost_model, dcp::pyramid_recompute>>);
 static_assert(std::is_same_v<dcp::in_process_communicator, abi::in_process_communicator>);
 static_assert(std::is_same_v<dcp::error, abi::error>);

@@ -397,7 +397,7 @@ TEST_CASE("Baselines.VideoSys.pyramid_checkpointing_keeps_layers_within_the_cap"
   const auto labels = log2_buckets{}.assign(samples);
   const pyramid_recompute recompute;
   placement_problem<analytic_cost_model, pyramid_recompute> problem{samples, labels, cost, recompute};
-  using context = dcp::placement_context<analytic_cost_model, pyramid_recompute>;
+  using context = dcp::placement_input<analytic_cost_model, pyramid_recompute>;
   const context ctx(problem);
   const auto layers = cost.model().layers;
   for (bool pac : {true, false}) {

@@ -38,19 +38,20 @@ struct half_budget_recompute {
 /// Round robin over single GPUs, one micro-batch per sample, back to back.
 struct round_robin {
   template <dcp::cost_model M, dcp::recompute_strategy<M> R>
-  dcp::placement place(const dcp::placement_problem<M, R>& p) const {
+  dcp::placement place(const dcp::placement_input<M, R>& p) const {
     dcp::placement out;
     out.policy = "round-robin";
-    std::vector<double> free(static_cast<std::size_t>(p.cost.cluster().gpus), 0.0);
-    for (std::size_t i = 0; i < p.samples.size(); ++i) {
-      const auto shape = dcp::micro_batch_shape::of(p.samples[i]);
-      dcp::execution_config c{1, p.cost.training().sp, {}};
-      const auto r = p.recompute.choose(p.cost, shape, c);
+    std::vector<double> free(static_cast<std::size_t>(p.cost().cluster().gpus), 0.0);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const auto shape = dcp::micro_batch_shape::of(p.sample(i));
+      dcp::execution_config c{1, p.cost().training().sp, {}};
+      const auto r = p.recompute().choose(p.cost(), shape, c);
       if (!r) throw dcp::sample_does_not_fit("round_robin: sample does not fit on one GPU");
       c.recompute = *r;
       const auto rank = i % free.size();
-      dcp::placed_micro_step step{static_cast<std::int64_t>(rank), c, {i}, free[rank],
-                                  p.cost.seconds(shape, c), p.cost.peak_bytes(shape, c)};
+      dcp::placed_micro_step step{
+          static_cast<std::int64_t>(rank), c, {i}, free[rank], p.cost().seconds(shape, c),
+          p.cost().peak_bytes(shape, c)};
       free[rank] += step.seconds;
       out.makespan_seconds = std::max(out.makespan_seconds, free[rank]);
       out.micro_steps.push_back(step);

@@ -249,7 +249,7 @@ TEST_CASE("Planner.Packing.fills_short_samples_at_selective_recomputation_where_
   const auto samples = canonical_order(batch);
   const std::vector<std::int32_t> labels(samples.size(), 0);
   const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{samples, labels, big, {}};
-  const placement_context<analytic_cost_model, selective_pyramid_recompute> context(problem);
+  const placement_input<analytic_cost_model, selective_pyramid_recompute> context(problem);
   CHECK(context.packing_setting(0).lightest == recompute_setting::none());
   CHECK(context.packing_setting(0).dense == recompute_setting::selective_only());
   const auto dense = DataCentricScheduler<>(big).plan(batch);
@@ -270,7 +270,8 @@ TEST_CASE("Planner.Packing.fills_short_samples_at_selective_recomputation_where_
 
   const analytic_cost_model small(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
   const placement_problem<analytic_cost_model, selective_pyramid_recompute> small_problem{samples, labels, small, {}};
-  const placement_context<analytic_cost_model, selective_pyramid_recompute> small_context(small_problem);
+  const placement_input<analytic_cost_model, selective_pyramid_recompute> small_context(
+      small_problem);
   CHECK(small_context.packing_setting(0).dense == recompute_setting::none());
 }
 
@@ -451,7 +452,7 @@ TEST_CASE("Planner.StaticSearch.the_group_floor_never_skips_a_layout_that_beats_
     const auto samples = canonical_order(batch);
     const auto labels = varlen_buckets{}.assign(samples);
     const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{samples, labels, cost, {}};
-    const placement_context<analytic_cost_model, selective_pyramid_recompute> ctx(problem);
+    const placement_input<analytic_cost_model, selective_pyramid_recompute> ctx(problem);
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
       CAPTURE(ctx.degree(k));
       const auto full = dcp::detail::static_layout(ctx, k);

@@ -57,7 +57,7 @@ TEST_CASE("Placement.PackGroups.same_as_packing_each_group_alone") {
     const pyramid_recompute recompute;
     const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost,
                                                                             recompute};
-    const placement_context<analytic_cost_model, pyramid_recompute> ctx(problem);
+    const placement_input<analytic_cost_model, pyramid_recompute> ctx(problem);
     // Groups in scattered order, one left empty, a few samples in none.
     std::vector<std::vector<std::size_t>> groups(5);
     dcp::test::rng r(seed);
@@ -226,7 +226,7 @@ TEST_CASE("Placement.Context.alone_is_each_samples_own_evaluation_whatever_its_r
   const auto labels = varlen_buckets{}.assign(batch);
   const pyramid_recompute recompute;
   const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost, recompute};
-  const placement_context<analytic_cost_model, pyramid_recompute> ctx(problem);
+  const placement_input<analytic_cost_model, pyramid_recompute> ctx(problem);
   std::size_t runs = 0;
   for (std::size_t i = 0; i < ctx.size(); ++i) {
     const bool first = i == 0 || !(ctx.shape(i) == ctx.shape(i - 1));
@@ -262,7 +262,7 @@ TEST_CASE("Placement.PackedEstimate.counts_a_sample_by_its_device_time_not_the_h
   const auto labels = varlen_buckets{}.assign(batch);
   const pyramid_recompute recompute;
   const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost, recompute};
-  const placement_context<analytic_cost_model, pyramid_recompute> ctx(problem);
+  const placement_input<analytic_cost_model, pyramid_recompute> ctx(problem);
   const auto c = ctx.config(0);
   double previous = 0;
   for (std::size_t i = ctx.size(); i-- > 0;) {  // shortest first
@@ -334,11 +334,10 @@ TEST_CASE("Planner.Workspace.a_plan_from_kept_buffers_is_the_plan_from_fresh_one
     detail::canonical_order_into(batch, samples, kept);
     CHECK(samples == canonical_order(batch));
     const auto labels = varlen_buckets{}.assign(samples);
-    placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{samples, labels, cost, {}};
-    problem.workspace = kept;
-    const placement_context<analytic_cost_model, selective_pyramid_recompute> options(problem);
-    problem.options = &options;
-    return balanced_placement{}.place(std::as_const(problem));
+    const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{
+        samples, labels, cost, {}};
+    const placement_input<analytic_cost_model, selective_pyramid_recompute> input(problem, kept);
+    return balanced_placement{}.place(input);
   };
   const auto same = [](const placement& a, const placement& b) {
     REQUIRE(a.micro_steps.size() == b.micro_steps.size());

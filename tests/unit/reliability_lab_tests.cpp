@@ -101,7 +101,7 @@ placement place_with(const Policy& policy, const std::vector<sample>& batch) {
   const pyramid_recompute recompute;
   const std::vector<std::int32_t> buckets(batch.size(), 0);
   const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, buckets, cost, recompute};
-  return policy.place(problem);
+  return policy.place(placement_input<analytic_cost_model, pyramid_recompute>(problem));
 }
 
 placement place_verl(const baselines::verl_balanced_dp& policy, const std::vector<sample>& batch) {

@@ -11,35 +11,16 @@
 #include "dcp/concepts/bucketing_policy.hpp"
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
-#include "dcp/detail/plan_workspace.hpp"
+#include "dcp/placement/input.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
-
-template <cost_model M, recompute_strategy<M> R>
-class placement_context;  // dcp/placement/context.hpp
-
-/// What a placement policy is given: the batch in canonical order (tokens descending, then id),
-/// a bucket label per sample, the cost model and the recompute strategy.
-template <cost_model M, recompute_strategy<M> R>
-struct placement_problem {
-  std::span<const sample> samples;
-  std::span<const std::int32_t> buckets;
-  const M& cost;
-  const R& recompute;
-  /// The scheduler's cache of per-sample options, shared with the lower bound so nothing is
-  /// evaluated twice; a placement may use it (the shipped ones do) or ignore it.
-  const placement_context<M, R>* options = nullptr;
-  /// Where the scheduler keeps the planner's batch-sized arrays between plans (null: none);
-  /// the context and the shipped placements take their buffers from it.
-  detail::plan_workspace* workspace = nullptr;
-};
 
 /// One micro-step as a placement returns it; the scheduler numbers them, maps sample indices to
 /// ids and computes loss scales.
 struct placed_micro_step {
   std::int64_t first_rank = 0;
   execution_config config{};
-  std::vector<std::size_t> samples{};  ///< indices into placement_problem::samples
+  std::vector<std::size_t> samples{};  ///< indices into placement_input::samples()
   double start_seconds = 0;
   double seconds = 0;
   double peak_bytes = 0;
@@ -59,20 +40,21 @@ struct placement {
 /// A placement policy chooses each micro-batch's degree and group, packs samples into
 /// micro-batches, and orders them.
 ///
-/// Requirements on `const P& p` and `const placement_problem<M, R>& problem`:
-///  1. `p.place(problem)` -> `placement`: every sample index in exactly one micro-step; every
+/// Requirements on `const P& p` and `const placement_input<M, R>& input` (the batch, its
+/// buckets, the cost model, the recompute strategy and the options cache, built once by the
+/// scheduler: placement/input.hpp):
+///  1. `p.place(input)` -> `placement`: every sample index in exactly one micro-step; every
 ///     micro-step's group aligned (first_rank a multiple of its power-of-two degree) and inside
 ///     the cluster; every micro-step's peak bytes within the cost model's budget; start times
 ///     such that micro-steps sharing a rank do not overlap.
 ///  2. `p.name()` -> convertible to std::string_view.
-///  3. Semantics: pure and deterministic for a given problem.
+///  3. Semantics: pure and deterministic for a given input.
 /// Models: balanced_placement (the default), static_placement.
 template <class P, class M, class R>
-concept placement_policy =
-    cost_model<M> && recompute_strategy<R, M> && std::copy_constructible<P> &&
-    requires(const P& p, const placement_problem<M, R>& problem) {
-      { p.place(problem) } -> std::same_as<placement>;
-      { p.name() } -> std::convertible_to<std::string_view>;
-    };
+concept placement_policy = cost_model<M> && recompute_strategy<R, M> &&
+    std::copy_constructible<P> && requires(const P& p, const placement_input<M, R>& input) {
+  { p.place(input) } -> std::same_as<placement>;
+  { p.name() } -> std::convertible_to<std::string_view>;
+};
 
 }  // namespace dcp

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/placement/detail/block_loads.hpp"
 #include "dcp/placement/detail/timeline.hpp"
 #include "dcp/placement/static_layout.hpp"
@@ -71,7 +71,7 @@ struct balanced_placement {
   bool exact_best_static = false;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "balanced"; }
   friend constexpr bool operator==(const balanced_placement&, const balanced_placement&) = default;
@@ -84,7 +84,7 @@ class balanced_solver {
 public:
   balanced_solver(const Context& ctx, const balanced_placement& options)
       : ctx_(ctx), options_(options), gpus_(static_cast<std::size_t>(ctx.gpus())),
-        workspace_(ctx.problem().workspace) {
+        workspace_(ctx.workspace()) {
     if (workspace_ == nullptr) return;
     const std::size_t n = ctx.size();
     estimate_ = workspace_->take<double>(n);
@@ -1338,7 +1338,7 @@ private:
   const Context& ctx_;
   const balanced_placement& options_;
   std::size_t gpus_;
-  plan_workspace* workspace_;  // the scheduler's, where it gave one (placement_problem::workspace)
+  plan_workspace* workspace_;  // the scheduler's, where it gave one (placement_input::workspace)
   std::vector<double> estimate_;
   std::vector<bool> is_long_;
   std::vector<long_item> longs_;
@@ -1375,10 +1375,11 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement balanced_placement::place(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
+[[nodiscard]] placement balanced_placement::place(const placement_input<M, R>& input) const {
+  {
+    const auto& ctx = input;
     if (ctx.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
-    auto ours = detail::balanced_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
+    auto ours = detail::balanced_solver<dcp::placement_input<M, R>>(ctx, *this).solve();
     if (!compare_static) return ours;
     const double beat = exact_best_static ? std::numeric_limits<double>::infinity() : ours.makespan_seconds;
     auto best_static = detail::best_static_layout(ctx, beat);
@@ -1390,7 +1391,7 @@ template <cost_model M, recompute_strategy<M> R>
     std::string style_name;  // the fixed style of the best static layout, if it has one
     if (ctx.sp() == sequence_parallel::automatic)
       for (const auto style : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
-        const dcp::placement_context<M, R> fixed(problem, style);
+        const dcp::placement_input<M, R> fixed(input, style);
         const auto chose = [&](std::size_t k) {
           const auto& all = ctx.degrees();
           const auto at = std::find(all.begin(), all.end(), fixed.degree(k));
@@ -1412,7 +1413,7 @@ template <cost_model M, recompute_strategy<M> R>
       return std::move(*best_static);
     }
     return ours;
-  });
+  }
 }
 
 }  // namespace dcp

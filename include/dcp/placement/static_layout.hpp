@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "dcp/concepts/placement_policy.hpp"
-#include "dcp/placement/context.hpp"
 #include "dcp/placement/detail/timeline.hpp"
+#include "dcp/placement/input.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
@@ -28,7 +28,7 @@ namespace detail {
 /// bound assumes: plan/lower_bound.hpp), else 0.
 template <class Context>
 [[nodiscard]] double static_fixed_floor(const Context& ctx, std::size_t k) {
-  using model_t = std::remove_cvref_t<decltype(ctx.problem().cost)>;
+  using model_t = std::remove_cvref_t<decltype(ctx.cost())>;
   if constexpr (memory_by_tokens<model_t>) return std::max(0.0, ctx.least_fixed_seconds(k));
   return 0.0;
 }
@@ -121,18 +121,16 @@ struct static_placement {
   std::int64_t degree = 1;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const {
-    const auto& cost = problem.cost;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const {
+    const auto& cost = input.cost();
     validate(execution_config{degree, default_style(cost.training().sp, degree, cost.model(), cost.cluster()), {}},
              cost.model(), cost.cluster());
-    return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-      std::size_t k = 0;
-      while (ctx.degree(k) != degree) ++k;
-      for (std::size_t i = 0; i < ctx.size(); ++i)
-        if (!ctx.alone(i, k).feasible) ctx.throw_does_not_fit(i);
-      return ctx.size() == 0 ? placement{{}, 0, 0, degree, "static"}
-                             : *detail::static_layout(ctx, k);
-    });
+    std::size_t k = 0;
+    while (input.degree(k) != degree) ++k;
+    for (std::size_t i = 0; i < input.size(); ++i)
+      if (!input.alone(i, k).feasible) input.throw_does_not_fit(i);
+    return input.size() == 0 ? placement{{}, 0, 0, degree, "static"}
+                             : *detail::static_layout(input, k);
   }
   [[nodiscard]] std::string_view name() const noexcept { return "static"; }
   friend constexpr bool operator==(static_placement, static_placement) = default;
@@ -141,31 +139,30 @@ struct static_placement {
 /// Searches every allowed degree and places the batch with the fastest static layout.
 struct best_static_placement {
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const {
-    return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-      return place_with(ctx, problem);
-    });
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const {
+    return place_with(input);
   }
 
 private:
-  template <class Context, class Problem>
-  [[nodiscard]] static placement place_with(const Context& ctx, const Problem& problem) {
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "best-static"};
-    auto best = detail::best_static_layout(ctx);
-    if (!best) {
-      // Name the first sample that fits at no degree, or the longest one.
-      for (std::size_t i = 0; i < ctx.size(); ++i) {
-        bool fits = false;
-        for (std::size_t k = 0; k < ctx.degrees().size() && !fits; ++k)
-          fits = ctx.alone(i, k).feasible;
-        if (!fits) ctx.throw_does_not_fit(i);
-      }
-      throw sample_does_not_fit("best_static_placement: no single degree fits every sample; "
-                                "the longest sample (" + std::to_string(problem.samples[0].tokens) +
-                                " tokens) and the shortest need different degrees");
-    }
-    return std::move(*best);
-  }
+ template <class Input>
+ [[nodiscard]] static placement place_with(const Input& ctx) {
+   if (ctx.size() == 0) return placement{{}, 0, 0, 0, "best-static"};
+   auto best = detail::best_static_layout(ctx);
+   if (!best) {
+     // Name the first sample that fits at no degree, or the longest one.
+     for (std::size_t i = 0; i < ctx.size(); ++i) {
+       bool fits = false;
+       for (std::size_t k = 0; k < ctx.degrees().size() && !fits; ++k)
+         fits = ctx.alone(i, k).feasible;
+       if (!fits) ctx.throw_does_not_fit(i);
+     }
+     throw sample_does_not_fit(
+         "best_static_placement: no single degree fits every sample; "
+         "the longest sample (" +
+         std::to_string(ctx.sample(0).tokens) + " tokens) and the shortest need different degrees");
+   }
+   return std::move(*best);
+ }
 
 public:
   [[nodiscard]] std::string_view name() const noexcept { return "best-static"; }

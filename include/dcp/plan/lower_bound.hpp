@@ -39,7 +39,7 @@
 
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/detail/largest_fitting.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
@@ -109,7 +109,7 @@ struct rung {
 
 template <class Context>
 [[nodiscard]] std::vector<rung> ladder(const Context& ctx, bool with_ranges) {
-  const auto& cost = ctx.problem().cost;
+  const auto& cost = ctx.cost();
   const auto layers = static_cast<std::int32_t>(cost.model().layers);
   std::vector<rung> rungs;
   if (with_ranges) {
@@ -277,7 +277,7 @@ template <class Context>
   const std::size_t n = ctx.size();
   if (n == 0) return 0.0;
   const auto relaxed = ctx.evaluate(micro_batch_shape{}, 0).recompute;
-  const auto& cost = ctx.problem().cost;
+  const auto& cost = ctx.cost();
   using model_t = std::remove_cvref_t<decltype(cost)>;
   constexpr bool shares = memory_by_tokens<model_t>;
   const auto inf = std::numeric_limits<double>::infinity();

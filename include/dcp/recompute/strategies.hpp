@@ -60,7 +60,7 @@ template <cost_model M, class Ladder>
 }  // namespace detail
 
 /// The shipped strategies' choose(): their choose_fitting(), which also returns the peak bytes
-/// of the chosen setting (placement_context::evaluate reads them instead of asking the cost
+/// of the chosen setting (placement_input::evaluate reads them instead of asking the cost
 /// model a second time), without the bytes.
 template <class Strategy>
 struct chooses_by_fitting {

@@ -8,8 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "dcp/concepts/placement_policy.hpp"
 #include "dcp/error.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/first_fit_packer.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 

@@ -61,8 +61,8 @@
 #include "dcp/bucketing/padding_optimal.hpp"
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/cost/analytic.hpp"
-#include "dcp/placement/context.hpp"
 #include "dcp/placement/detail/timeline.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
@@ -222,7 +222,7 @@ struct flexsp_like {
   std::int32_t micro_batch_candidates = 5;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "flexsp-like"; }
   friend bool operator==(const flexsp_like&, const flexsp_like&) = default;
@@ -264,8 +264,9 @@ public:
   }
 
 private:
-  [[nodiscard]]
-  double tokens(std::size_t i) const { return static_cast<double>(ctx_.problem().samples[i].tokens); }
+ [[nodiscard]] double tokens(std::size_t i) const {
+   return static_cast<double>(ctx_.sample(i).tokens);
+ }
 
   // Contiguous chunks of the length-sorted batch minimising the largest chunk's tokens: the
   // smallest feasible maximum by binary search, each chunk then filled greedily.
@@ -273,14 +274,14 @@ private:
     std::int64_t low = 0;
     std::int64_t high = 0;
     for (std::size_t i = 0; i < ctx_.size(); ++i) {
-      low = std::max(low, ctx_.problem().samples[i].tokens);
-      high += ctx_.problem().samples[i].tokens;
+      low = std::max(low, ctx_.sample(i).tokens);
+      high += ctx_.sample(i).tokens;
     }
     const auto chunks_at = [&](std::int64_t limit) {
       std::size_t chunks = 1;
       std::int64_t filled = 0;
       for (std::size_t i = 0; i < ctx_.size(); ++i) {
-        const auto t = ctx_.problem().samples[i].tokens;
+        const auto t = ctx_.sample(i).tokens;
         if (filled + t > limit) {
           ++chunks;
           filled = 0;
@@ -297,7 +298,7 @@ private:
     std::vector<std::vector<std::size_t>> chunks(1);
     std::int64_t filled = 0;
     for (std::size_t i = 0; i < ctx_.size(); ++i) {
-      const auto t = ctx_.problem().samples[i].tokens;
+      const auto t = ctx_.sample(i).tokens;
       if (filled + t > low) {
         chunks.emplace_back();
         filled = 0;
@@ -313,12 +314,13 @@ private:
   std::vector<std::vector<std::size_t>> bucketise(const std::vector<std::size_t>& chunk) const {
     std::vector<sample> members;
     members.reserve(chunk.size());
-    for (auto i : chunk) members.push_back(ctx_.problem().samples[i]);
+    for (auto i : chunk) members.push_back(ctx_.sample(i));
     const auto bounds = padding_optimal_buckets(std::max(1, options_.buckets))
                             .boundaries(std::span<const sample>(members.data(), members.size()));
     std::vector<std::vector<std::size_t>> buckets(bounds.size());
     for (auto i : chunk) {
-      const auto at = std::lower_bound(bounds.begin(), bounds.end(), ctx_.problem().samples[i].tokens) - bounds.begin();
+      const auto at =
+          std::lower_bound(bounds.begin(), bounds.end(), ctx_.sample(i).tokens) - bounds.begin();
       buckets[bounds.size() - 1 - static_cast<std::size_t>(at)].push_back(i);
     }
     std::erase_if(buckets, [](const auto& b) { return b.empty(); });
@@ -478,11 +480,9 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement flexsp_like::place(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "flexsp-like"};
-    return detail::flexsp_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
-  });
+[[nodiscard]] placement flexsp_like::place(const placement_input<M, R>& input) const {
+  if (input.size() == 0) return placement{{}, 0, 0, 0, "flexsp-like"};
+  return detail::flexsp_solver<dcp::placement_input<M, R>>(input, *this).solve();
 }
 
 static_assert(placement_policy<flexsp_like, analytic_cost_model, pyramid_recompute>);

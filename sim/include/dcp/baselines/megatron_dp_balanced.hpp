@@ -37,7 +37,7 @@
 #include "dcp/cost/analytic.hpp"
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
@@ -47,7 +47,7 @@ struct megatron_dp_balanced {
   std::int64_t max_seqlen_per_dp_cp_rank = 2048;  ///< `--max-seqlen-per-dp-cp-rank`
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "megatron-dp-balanced"; }
   friend bool operator==(const megatron_dp_balanced&, const megatron_dp_balanced&) = default;
@@ -76,24 +76,25 @@ inline void split_packs_to_multiple(std::vector<std::vector<std::size_t>>& packs
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement megatron_dp_balanced::place(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (max_seqlen_per_dp_cp_rank < 1)
-      throw invalid_spec("megatron-dp-balanced: max_seqlen_per_dp_cp_rank = " +
-                         std::to_string(max_seqlen_per_dp_cp_rank) + ", must be >= 1");
-    const auto k = detail::fixed_degree_index(ctx, name(), "context_parallel_size", context_parallel_size);
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, std::string(name())};
-    const auto limit = dcp::detail::checked_mul(max_seqlen_per_dp_cp_rank, context_parallel_size);
-    if (!limit)
-      throw invalid_spec("megatron-dp-balanced: max_seqlen_per_dp_cp_rank = " +
-                         std::to_string(max_seqlen_per_dp_cp_rank) + " times CP " +
-                         std::to_string(context_parallel_size) + " passes int64");
-    auto packs = detail::pack_in_arrival_order(ctx, *limit);
-    detail::split_packs_to_multiple(packs, static_cast<std::size_t>(ctx.gpus() / context_parallel_size));
-    return detail::deal_round_robin(ctx, k, packs, recompute_setting::none(),
-                                    "megatron-dp-balanced (CP " + std::to_string(context_parallel_size) + ", " +
-                                        std::to_string(*limit) + "-token packs, no recompute, DP-multiple packs)");
-  });
+[[nodiscard]] placement megatron_dp_balanced::place(const placement_input<M, R>& input) const {
+  if (max_seqlen_per_dp_cp_rank < 1)
+    throw invalid_spec("megatron-dp-balanced: max_seqlen_per_dp_cp_rank = " +
+                       std::to_string(max_seqlen_per_dp_cp_rank) + ", must be >= 1");
+  const auto k =
+      detail::fixed_degree_index(input, name(), "context_parallel_size", context_parallel_size);
+  if (input.size() == 0) return placement{{}, 0, 0, 0, std::string(name())};
+  const auto limit = dcp::detail::checked_mul(max_seqlen_per_dp_cp_rank, context_parallel_size);
+  if (!limit)
+    throw invalid_spec("megatron-dp-balanced: max_seqlen_per_dp_cp_rank = " +
+                       std::to_string(max_seqlen_per_dp_cp_rank) + " times CP " +
+                       std::to_string(context_parallel_size) + " passes int64");
+  auto packs = detail::pack_in_arrival_order(input, *limit);
+  detail::split_packs_to_multiple(packs,
+                                  static_cast<std::size_t>(input.gpus() / context_parallel_size));
+  return detail::deal_round_robin(
+      input, k, packs, recompute_setting::none(),
+      "megatron-dp-balanced (CP " + std::to_string(context_parallel_size) + ", " +
+          std::to_string(*limit) + "-token packs, no recompute, DP-multiple packs)");
 }
 
 static_assert(placement_policy<megatron_dp_balanced, analytic_cost_model, pyramid_recompute>);

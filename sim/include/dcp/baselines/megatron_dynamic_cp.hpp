@@ -69,7 +69,7 @@
 #include "dcp/baselines/detail/common.hpp"
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/cost/analytic.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
@@ -104,7 +104,7 @@ struct megatron_dynamic_cp {
   double balance_delta = 0.05;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "megatron-dynamic-cp"; }
   friend bool operator==(const megatron_dynamic_cp&, const megatron_dynamic_cp&) = default;
@@ -161,8 +161,7 @@ private:
     double packed = 0;  // per-rank packed tokens, L/cp summed
   };
 
-  [[nodiscard]]
-  std::int64_t tokens(std::size_t i) const { return ctx_.problem().samples[i].tokens; }
+  [[nodiscard]] std::int64_t tokens(std::size_t i) const { return ctx_.sample(i).tokens; }
   [[nodiscard]] double length(std::size_t i) const { return static_cast<double>(tokens(i)); }
   [[nodiscard]]
   static double workload(double length, std::int64_t cp) { return length * length / static_cast<double>(cp); }
@@ -474,21 +473,19 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement megatron_dynamic_cp::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement megatron_dynamic_cp::place(const placement_input<M, R>& input) const {
   detail::check_cap_candidates("megatron_dynamic_cp", cap_candidates);
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "megatron-dynamic-cp"};
-    using solver = detail::megatron_solver<dcp::placement_context<M, R>>;
-    if (max_seqlen_per_dp_cp_rank > 0) return solver(ctx, *this).solve();
-    std::optional<placement> best;
-    for (auto cap : detail::cap_candidates(detail::per_gpu_token_capacity(ctx), cap_candidates)) {
-      auto tuned = *this;
-      tuned.max_seqlen_per_dp_cp_rank = cap;
-      auto candidate = solver(ctx, tuned).solve();
-      if (!best || candidate.makespan_seconds < best->makespan_seconds) best = std::move(candidate);
-    }
-    return std::move(*best);
-  });
+  if (input.size() == 0) return placement{{}, 0, 0, 0, "megatron-dynamic-cp"};
+  using solver = detail::megatron_solver<dcp::placement_input<M, R>>;
+  if (max_seqlen_per_dp_cp_rank > 0) return solver(input, *this).solve();
+  std::optional<placement> best;
+  for (auto cap : detail::cap_candidates(detail::per_gpu_token_capacity(input), cap_candidates)) {
+    auto tuned = *this;
+    tuned.max_seqlen_per_dp_cp_rank = cap;
+    auto candidate = solver(input, tuned).solve();
+    if (!best || candidate.makespan_seconds < best->makespan_seconds) best = std::move(candidate);
+  }
+  return std::move(*best);
 }
 
 static_assert(placement_policy<megatron_dynamic_cp, analytic_cost_model, pyramid_recompute>);

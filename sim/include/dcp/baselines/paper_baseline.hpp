@@ -51,8 +51,8 @@
 #include "dcp/baselines/detail/common.hpp"
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/cost/analytic.hpp"
-#include "dcp/placement/context.hpp"
 #include "dcp/placement/detail/timeline.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
@@ -80,14 +80,14 @@ struct paper_baseline {
   bool global_interpolation = true;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   /// Each bucket's batch size as the profiler finds it on unlimited synthetic data (not capped
   /// at the bucket's sample count; global interpolation applied), buckets in order of their
   /// longest sample: what upstream's sampler cuts each bucket into, and the remainder its
   /// drop_last drops (evaluation::videosys_drop_last).
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] std::vector<profiled_bucket> profile(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] std::vector<profiled_bucket> profile(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "paper-baseline"; }
   friend bool operator==(const paper_baseline&, const paper_baseline&) = default;
@@ -98,60 +98,64 @@ namespace detail {
 template <class Context>
 class paper_solver {
 public:
-  paper_solver(const Context& ctx, const paper_baseline& options)
-      : ctx_(ctx),
-        options_(options),
-        full_(recompute_setting::full(ctx.problem().cost.model().layers)),
-        limit_(options.memory_fraction > 0
-                   ? options.memory_fraction * ctx.problem().cost.cluster().gpu.memory_bytes
-                   : ctx.budget()) {}
+ paper_solver(const Context& ctx, const paper_baseline& options)
+     : ctx_(ctx),
+       options_(options),
+       full_(recompute_setting::full(ctx.cost().model().layers)),
+       limit_(options.memory_fraction > 0
+                  ? options.memory_fraction * ctx.cost().cluster().gpu.memory_bytes
+                  : ctx.budget()) {}
 
-  // Buckets in order of their longest sample (labels_, buckets_) and the profiler's batch size
-  // of each at the fixed degree: capped at the bucket's count unless `unlimited`.
-  [[nodiscard]] std::vector<std::size_t> profile(bool unlimited) {
-    validate(execution_config{options_.degree, default_style(ctx_.sp(), options_.degree, ctx_.problem().cost.model(), ctx_.problem().cost.cluster()), {}}, ctx_.problem().cost.model(),
-             ctx_.problem().cost.cluster());
-    k_ = degree_index_of(ctx_, options_.degree);
-    const auto k = k_;
-    labels_.clear();
-    buckets_.clear();
-    for (std::size_t i = 0; i < ctx_.size(); ++i) {
-      const auto at = std::find(labels_.begin(), labels_.end(), ctx_.bucket(i));
-      if (at == labels_.end()) {
-        labels_.push_back(ctx_.bucket(i));
-        buckets_.push_back({i});
-      } else {
-        buckets_[static_cast<std::size_t>(at - labels_.begin())].push_back(i);
-      }
-    }
-    const auto& buckets = buckets_;
-    // The profiler's batch size per bucket (the largest that fits), then VideoSys's global
-    // interpolation: a bucket whose batch takes longer than the median bucket's gets the batch
-    // size scaled by median / time when that lowers |time - median| (1.5x weight above).
-    std::vector<std::size_t> sizes;
-    std::vector<double> times;
-    for (const auto& bucket : buckets) {
-      sizes.push_back(batch_size(bucket.front(), unlimited ? past_fitting(bucket.front(), k) : bucket.size(), k));
-      times.push_back(sizes.back() > 0 ? batch_seconds(bucket.front(), sizes.back(), k) : 0.0);
-    }
-    if (options_.global_interpolation && !times.empty()) {
-      auto sorted = times;
-      std::sort(sorted.begin(), sorted.end());
-      const auto mid = sorted.size() / 2;
-      const double median = sorted.size() % 2 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
-      const auto score = [&](double t) { return t > median ? (t - median) * 1.5 : median - t; };
-      for (std::size_t b = 0; b < buckets.size(); ++b) {
-        if (sizes[b] <= 1 || times[b] <= median) continue;
-        const auto scaled = std::max<std::size_t>(
-            1, static_cast<std::size_t>(static_cast<double>(sizes[b]) * median / times[b]));
-        const double t = batch_seconds(buckets[b].front(), scaled, k);
-        if (score(t) < score(times[b])) {
-          sizes[b] = scaled;
-          times[b] = t;
-        }
-      }
-    }
-    return sizes;
+ // Buckets in order of their longest sample (labels_, buckets_) and the profiler's batch size
+ // of each at the fixed degree: capped at the bucket's count unless `unlimited`.
+ [[nodiscard]] std::vector<std::size_t> profile(bool unlimited) {
+   validate(execution_config{options_.degree,
+                             default_style(ctx_.sp(), options_.degree, ctx_.cost().model(),
+                                           ctx_.cost().cluster()),
+                             {}},
+            ctx_.cost().model(), ctx_.cost().cluster());
+   k_ = degree_index_of(ctx_, options_.degree);
+   const auto k = k_;
+   labels_.clear();
+   buckets_.clear();
+   for (std::size_t i = 0; i < ctx_.size(); ++i) {
+     const auto at = std::find(labels_.begin(), labels_.end(), ctx_.bucket(i));
+     if (at == labels_.end()) {
+       labels_.push_back(ctx_.bucket(i));
+       buckets_.push_back({i});
+     } else {
+       buckets_[static_cast<std::size_t>(at - labels_.begin())].push_back(i);
+     }
+   }
+   const auto& buckets = buckets_;
+   // The profiler's batch size per bucket (the largest that fits), then VideoSys's global
+   // interpolation: a bucket whose batch takes longer than the median bucket's gets the batch
+   // size scaled by median / time when that lowers |time - median| (1.5x weight above).
+   std::vector<std::size_t> sizes;
+   std::vector<double> times;
+   for (const auto& bucket : buckets) {
+     sizes.push_back(batch_size(bucket.front(),
+                                unlimited ? past_fitting(bucket.front(), k) : bucket.size(), k));
+     times.push_back(sizes.back() > 0 ? batch_seconds(bucket.front(), sizes.back(), k) : 0.0);
+   }
+   if (options_.global_interpolation && !times.empty()) {
+     auto sorted = times;
+     std::sort(sorted.begin(), sorted.end());
+     const auto mid = sorted.size() / 2;
+     const double median = sorted.size() % 2 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
+     const auto score = [&](double t) { return t > median ? (t - median) * 1.5 : median - t; };
+     for (std::size_t b = 0; b < buckets.size(); ++b) {
+       if (sizes[b] <= 1 || times[b] <= median) continue;
+       const auto scaled = std::max<std::size_t>(
+           1, static_cast<std::size_t>(static_cast<double>(sizes[b]) * median / times[b]));
+       const double t = batch_seconds(buckets[b].front(), scaled, k);
+       if (score(t) < score(times[b])) {
+         sizes[b] = scaled;
+         times[b] = t;
+       }
+     }
+   }
+   return sizes;
   }
 
   [[nodiscard]] std::vector<profiled_bucket> profiled() {
@@ -238,12 +242,12 @@ private:
             static_cast<double>(count) * one.attention_pairs};
   }
   [[nodiscard]] bool fits(std::size_t representative, std::int64_t count, std::size_t k) const {
-    return ctx_.problem().cost.peak_bytes(copies(representative, count), ctx_.config(k, full_)) <= limit_;
+    return ctx_.cost().peak_bytes(copies(representative, count), ctx_.config(k, full_)) <= limit_;
   }
   [[nodiscard]]
   double batch_seconds(std::size_t representative, std::size_t count, std::size_t k) const {
-    return ctx_.problem().cost.seconds(copies(representative, static_cast<std::int64_t>(count)),
-                                       ctx_.config(k, full_));
+    return ctx_.cost().seconds(copies(representative, static_cast<std::int64_t>(count)),
+                               ctx_.config(k, full_));
   }
 
   // A count of the representative that does not fit at degree index k: the profiler's
@@ -279,7 +283,7 @@ private:
   [[nodiscard]] std::size_t larger_degree(std::size_t sample, std::size_t k) const {
     for (const double limit : {limit_, ctx_.budget()})
       for (std::size_t j = limit == limit_ ? k + 1 : k; j < ctx_.degrees().size(); ++j)
-        if (ctx_.problem().cost.peak_bytes(copies(sample, 1), ctx_.config(j, full_)) <= limit) return j;
+        if (ctx_.cost().peak_bytes(copies(sample, 1), ctx_.config(j, full_)) <= limit) return j;
     ctx_.throw_does_not_fit(sample);
   }
 
@@ -295,18 +299,15 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement paper_baseline::place(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "paper-baseline"};
-    return detail::paper_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
-  });
+[[nodiscard]] placement paper_baseline::place(const placement_input<M, R>& input) const {
+  if (input.size() == 0) return placement{{}, 0, 0, 0, "paper-baseline"};
+  return detail::paper_solver<dcp::placement_input<M, R>>(input, *this).solve();
 }
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] std::vector<profiled_bucket> paper_baseline::profile(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    return detail::paper_solver<dcp::placement_context<M, R>>(ctx, *this).profiled();
-  });
+[[nodiscard]] std::vector<profiled_bucket> paper_baseline::profile(
+    const placement_input<M, R>& input) const {
+  return detail::paper_solver<dcp::placement_input<M, R>>(input, *this).profiled();
 }
 
 static_assert(placement_policy<paper_baseline, analytic_cost_model, pyramid_recompute>);

@@ -43,7 +43,7 @@
 #include "dcp/cost/analytic.hpp"
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
@@ -67,7 +67,7 @@ struct megatron_static {
   std::int64_t max_packed_sequences = 0;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept {
     return recompute == recompute_granularity::full ? "megatron-static" : "megatron-static-sel";
@@ -80,7 +80,7 @@ struct ulysses_static {
   std::int64_t tokens_per_rank = 0;         ///< token budget per GPU of a micro-batch
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "ulysses-static"; }
   friend bool operator==(const ulysses_static&, const ulysses_static&) = default;
@@ -96,7 +96,7 @@ template <class Context>
                                                                           std::int64_t max_samples = 0) {
   std::vector<std::size_t> order(ctx.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  const auto& samples = ctx.problem().samples;
+  const auto& samples = ctx.samples();
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return samples[a].id < samples[b].id; });
   std::vector<std::vector<std::size_t>> packs;
   std::vector<std::int64_t> pack_tokens;
@@ -152,42 +152,44 @@ template <class Context>
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement megatron_static::place(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (seq_length < 1)
-      throw invalid_spec("megatron-static: seq_length = " + std::to_string(seq_length) + ", must be >= 1");
-    const auto k = detail::fixed_degree_index(ctx, name(), "context_parallel_size", context_parallel_size);
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, std::string(name())};
-    if (max_packed_sequences < 0)
-      throw invalid_spec("megatron-static: max_packed_sequences = " + std::to_string(max_packed_sequences) +
-                         ", must be >= 0 (0: no limit)");
-    const auto windows = detail::pack_in_arrival_order(ctx, seq_length, max_packed_sequences);
-    return detail::deal_round_robin(
-        ctx, k, windows, setting_of(recompute, problem.cost.model().layers),
-        std::string(name()) + " (CP " + std::to_string(context_parallel_size) + ", " + std::to_string(seq_length) +
-            "-token windows" +
-            (max_packed_sequences > 0 ? " of at most " + std::to_string(max_packed_sequences) + " samples" : "") +
-            ", " + std::string(to_string(recompute)) + " recompute, round-robin)");
-  });
+[[nodiscard]] placement megatron_static::place(const placement_input<M, R>& input) const {
+  if (seq_length < 1)
+    throw invalid_spec("megatron-static: seq_length = " + std::to_string(seq_length) +
+                       ", must be >= 1");
+  const auto k =
+      detail::fixed_degree_index(input, name(), "context_parallel_size", context_parallel_size);
+  if (input.size() == 0) return placement{{}, 0, 0, 0, std::string(name())};
+  if (max_packed_sequences < 0)
+    throw invalid_spec("megatron-static: max_packed_sequences = " +
+                       std::to_string(max_packed_sequences) + ", must be >= 0 (0: no limit)");
+  const auto windows = detail::pack_in_arrival_order(input, seq_length, max_packed_sequences);
+  return detail::deal_round_robin(
+      input, k, windows, setting_of(recompute, input.cost().model().layers),
+      std::string(name()) + " (CP " + std::to_string(context_parallel_size) + ", " +
+          std::to_string(seq_length) + "-token windows" +
+          (max_packed_sequences > 0
+               ? " of at most " + std::to_string(max_packed_sequences) + " samples"
+               : "") +
+          ", " + std::string(to_string(recompute)) + " recompute, round-robin)");
 }
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement ulysses_static::place(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (tokens_per_rank < 1)
-      throw invalid_spec("ulysses-static: tokens_per_rank = " + std::to_string(tokens_per_rank) + ", must be >= 1");
-    const auto k = detail::fixed_degree_index(ctx, name(), "sequence_parallel_size", sequence_parallel_size);
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, std::string(name())};
-    const auto budget = dcp::detail::checked_mul(tokens_per_rank, sequence_parallel_size);
-    if (!budget)
-      throw invalid_spec("ulysses-static: tokens_per_rank = " + std::to_string(tokens_per_rank) + " times SP " +
-                         std::to_string(sequence_parallel_size) + " passes int64");
-    const auto batches = detail::pack_in_arrival_order(ctx, *budget);
-    return detail::deal_round_robin(
-        ctx, k, batches, recompute_setting::full(problem.cost.model().layers),
-        "ulysses-static (SP " + std::to_string(sequence_parallel_size) + ", " + std::to_string(tokens_per_rank) +
-            " tokens per rank, full recompute, round-robin)");
-  });
+[[nodiscard]] placement ulysses_static::place(const placement_input<M, R>& input) const {
+  if (tokens_per_rank < 1)
+    throw invalid_spec("ulysses-static: tokens_per_rank = " + std::to_string(tokens_per_rank) +
+                       ", must be >= 1");
+  const auto k =
+      detail::fixed_degree_index(input, name(), "sequence_parallel_size", sequence_parallel_size);
+  if (input.size() == 0) return placement{{}, 0, 0, 0, std::string(name())};
+  const auto budget = dcp::detail::checked_mul(tokens_per_rank, sequence_parallel_size);
+  if (!budget)
+    throw invalid_spec("ulysses-static: tokens_per_rank = " + std::to_string(tokens_per_rank) +
+                       " times SP " + std::to_string(sequence_parallel_size) + " passes int64");
+  const auto batches = detail::pack_in_arrival_order(input, *budget);
+  return detail::deal_round_robin(
+      input, k, batches, recompute_setting::full(input.cost().model().layers),
+      "ulysses-static (SP " + std::to_string(sequence_parallel_size) + ", " +
+          std::to_string(tokens_per_rank) + " tokens per rank, full recompute, round-robin)");
 }
 
 static_assert(placement_policy<megatron_static, analytic_cost_model, pyramid_recompute>);

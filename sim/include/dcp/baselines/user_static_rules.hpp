@@ -32,7 +32,7 @@
 
 #include "dcp/baselines/user_static.hpp"
 #include "dcp/error.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {

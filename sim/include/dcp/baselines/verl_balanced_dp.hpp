@@ -57,7 +57,7 @@
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/cost/analytic.hpp"
 #include "dcp/detail/checked.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
@@ -307,7 +307,7 @@ struct verl_balanced_dp {
   bool dynamic_bsz_balance = true;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "verl-balanced-dp"; }
   friend bool operator==(const verl_balanced_dp&, const verl_balanced_dp&) = default;
@@ -325,8 +325,11 @@ public:
       throw invalid_spec("verl_balanced_dp: ulysses_degree = " + std::to_string(options.ulysses_degree) +
                          ", must be >= 0");
     if (options.ulysses_degree > 0) {
-      validate(execution_config{options.ulysses_degree, default_style(ctx.sp(), options.ulysses_degree, ctx.problem().cost.model(), ctx.problem().cost.cluster()), {}}, ctx.problem().cost.model(),
-               ctx.problem().cost.cluster());
+      validate(execution_config{options.ulysses_degree,
+                                default_style(ctx.sp(), options.ulysses_degree, ctx.cost().model(),
+                                              ctx.cost().cluster()),
+                                {}},
+               ctx.cost().model(), ctx.cost().cluster());
       base_ = degree_index_of(ctx, options.ulysses_degree);
     } else {
       base_ = degree_index_at_least(ctx, ceil_div(tokens(0), per_gpu_));
@@ -399,11 +402,10 @@ public:
   }
 
 private:
-  [[nodiscard]]
-  std::int64_t tokens(std::size_t i) const { return ctx_.problem().samples[i].tokens; }
-  // ceil(a / b) for a >= 0, b >= 1, without the a + b - 1 that overflows.
-  [[nodiscard]]
-  static std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+ [[nodiscard]] std::int64_t tokens(std::size_t i) const { return ctx_.sample(i).tokens; }
+ // ceil(a / b) for a >= 0, b >= 1, without the a + b - 1 that overflows.
+ [[nodiscard]] static std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+   return a / b + (a % b != 0 ? 1 : 0); }
 
   // The number of micro-batches for these samples: at least `at_least` and ceil(tokens / cap),
   // at most one per sample; with enforcement, raised until every KK part is within the cap.
@@ -476,24 +478,22 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement verl_balanced_dp::place(const placement_problem<M, R>& problem) const {
+[[nodiscard]] placement verl_balanced_dp::place(const placement_input<M, R>& input) const {
   if (max_token_len < 0)
     throw invalid_spec("verl_balanced_dp: max_token_len = " + std::to_string(max_token_len) +
                        ", must be >= 0 (0 tunes it)");
   detail::check_cap_candidates("verl_balanced_dp", cap_candidates);
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "verl-balanced-dp"};
-    using solver = detail::verl_solver<dcp::placement_context<M, R>>;
-    if (max_token_len > 0) return solver(ctx, *this).solve();
-    std::optional<placement> best;
-    for (auto cap : detail::cap_candidates(detail::per_gpu_token_capacity(ctx), cap_candidates)) {
-      auto tuned = *this;
-      tuned.max_token_len = cap;
-      auto candidate = solver(ctx, tuned).solve();
-      if (!best || candidate.makespan_seconds < best->makespan_seconds) best = std::move(candidate);
-    }
-    return std::move(*best);
-  });
+  if (input.size() == 0) return placement{{}, 0, 0, 0, "verl-balanced-dp"};
+  using solver = detail::verl_solver<dcp::placement_input<M, R>>;
+  if (max_token_len > 0) return solver(input, *this).solve();
+  std::optional<placement> best;
+  for (auto cap : detail::cap_candidates(detail::per_gpu_token_capacity(input), cap_candidates)) {
+    auto tuned = *this;
+    tuned.max_token_len = cap;
+    auto candidate = solver(input, tuned).solve();
+    if (!best || candidate.makespan_seconds < best->makespan_seconds) best = std::move(candidate);
+  }
+  return std::move(*best);
 }
 
 static_assert(placement_policy<verl_balanced_dp, analytic_cost_model, pyramid_recompute>);

@@ -76,7 +76,7 @@
 #include "dcp/baselines/detail/common.hpp"
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/cost/analytic.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
@@ -187,14 +187,14 @@ struct videosys_dcp {
   bool iteration_barriers = true;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   /// Each bucket's profiled (sp, bs) as VideoSys's profiler finds them on unlimited synthetic
   /// data (bs not capped at the bucket's sample count), buckets in order of their longest
   /// sample; batch_size 0 for a bucket it marks invalid. What drop_last keeps whole batches of
   /// (evaluation::videosys_drop_last).
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] std::vector<profiled_bucket> profile(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] std::vector<profiled_bucket> profile(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "videosys-dcp"; }
   friend bool operator==(const videosys_dcp&, const videosys_dcp&) = default;
@@ -223,22 +223,23 @@ struct videosys_bucket {
 template <class Context>
 class videosys_solver {
 public:
-  videosys_solver(const Context& ctx, const videosys_dcp& options)
-      : ctx_(ctx),
-        options_(options),
-        layers_(ctx.problem().cost.model().layers),
-        cap_(options.alloc_fraction * ctx.problem().cost.cluster().gpu.memory_bytes),
-        random_(options.seed) {}
+ videosys_solver(const Context& ctx, const videosys_dcp& options)
+     : ctx_(ctx),
+       options_(options),
+       layers_(ctx.cost().model().layers),
+       cap_(options.alloc_fraction * ctx.cost().cluster().gpu.memory_bytes),
+       random_(options.seed) {}
 
-  [[nodiscard]] placement solve() {
-    make_buckets();
-    for (auto& b : buckets_) profile(b);
-    placement out;
-    rank_clock clock(ctx_.gpus());
-    run_iterations(out, clock);
-    out.policy = std::string("videosys-dcp (inter") + (options_.pyramid_checkpointing ? ", PAC" : "") +
-                 ", max gas " + std::to_string(options_.max_gas) + ")";
-    return out;
+ [[nodiscard]] placement solve() {
+   make_buckets();
+   for (auto& b : buckets_) profile(b);
+   placement out;
+   rank_clock clock(ctx_.gpus());
+   run_iterations(out, clock);
+   out.policy = std::string("videosys-dcp (inter") +
+                (options_.pyramid_checkpointing ? ", PAC" : "") + ", max gas " +
+                std::to_string(options_.max_gas) + ")";
+   return out;
   }
 
   [[nodiscard]] const std::vector<videosys_bucket>& buckets() const noexcept { return buckets_; }
@@ -276,7 +277,7 @@ private:
   [[nodiscard]]
   std::optional<videosys_row> row_for(std::size_t representative, std::int64_t batch_size,
                                       std::size_t k) const {
-    const auto& cost = ctx_.problem().cost;
+    const auto& cost = ctx_.cost();
     const auto shape = copies(representative, batch_size);
     const auto full = recompute_setting::full(layers_);
     const double all_checkpointed = cost.peak_bytes(shape, ctx_.config(k, full));
@@ -538,24 +539,21 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement videosys_dcp::place(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "videosys-dcp"};
-    return detail::videosys_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
-  });
+[[nodiscard]] placement videosys_dcp::place(const placement_input<M, R>& input) const {
+  if (input.size() == 0) return placement{{}, 0, 0, 0, "videosys-dcp"};
+  return detail::videosys_solver<dcp::placement_input<M, R>>(input, *this).solve();
 }
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] std::vector<profiled_bucket> videosys_dcp::profile(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    detail::videosys_solver<dcp::placement_context<M, R>> solver(ctx, *this);
-    solver.profile_only(true);
-    std::vector<profiled_bucket> out;
-    for (const auto& b : solver.buckets())
-      out.push_back({b.label, static_cast<std::int64_t>(b.samples.size()), ctx.degree(b.row.degree_index),
-                     b.profiled ? b.row.batch_size : 0});
-    return out;
-  });
+[[nodiscard]] std::vector<profiled_bucket> videosys_dcp::profile(
+    const placement_input<M, R>& input) const {
+  detail::videosys_solver<dcp::placement_input<M, R>> solver(input, *this);
+  solver.profile_only(true);
+  std::vector<profiled_bucket> out;
+  for (const auto& b : solver.buckets())
+    out.push_back({b.label, static_cast<std::int64_t>(b.samples.size()),
+                   input.degree(b.row.degree_index), b.profiled ? b.row.batch_size : 0});
+  return out;
 }
 
 static_assert(placement_policy<videosys_dcp, analytic_cost_model, pyramid_recompute>);

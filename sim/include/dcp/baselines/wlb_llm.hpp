@@ -47,8 +47,8 @@
 #include "dcp/baselines/detail/common.hpp"
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/cost/analytic.hpp"
-#include "dcp/placement/context.hpp"
 #include "dcp/placement/detail/timeline.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/recompute/strategies.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
@@ -62,7 +62,7 @@ struct wlb_llm {
   std::int64_t micro_batches_per_group = 0;
 
   template <cost_model M, recompute_strategy<M> R>
-  [[nodiscard]] placement place(const placement_problem<M, R>& problem) const;
+  [[nodiscard]] placement place(const placement_input<M, R>& input) const;
 
   [[nodiscard]] std::string_view name() const noexcept { return "wlb-llm"; }
   friend bool operator==(const wlb_llm&, const wlb_llm&) = default;
@@ -76,16 +76,19 @@ public:
   wlb_solver(const Context& ctx, const wlb_llm& options) : ctx_(ctx), options_(options) {
     capacity_ = std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
     recomputed_capacity_ = std::max<std::int64_t>(
-        capacity_, per_gpu_token_capacity(ctx, recompute_setting::full(ctx.problem().cost.model().layers)));
+        capacity_, per_gpu_token_capacity(ctx, recompute_setting::full(ctx.cost().model().layers)));
   }
 
   [[nodiscard]] placement solve() {
     if (options_.degree > 0) {
-      validate(execution_config{options_.degree, default_style(ctx_.sp(), options_.degree, ctx_.problem().cost.model(), ctx_.problem().cost.cluster()), {}}, ctx_.problem().cost.model(),
-               ctx_.problem().cost.cluster());
+      validate(execution_config{options_.degree,
+                                default_style(ctx_.sp(), options_.degree, ctx_.cost().model(),
+                                              ctx_.cost().cluster()),
+                                {}},
+               ctx_.cost().model(), ctx_.cost().cluster());
       return plan_at(degree_index_of(ctx_, options_.degree));
     }
-    const auto longest = ctx_.problem().samples.front().tokens;
+    const auto longest = ctx_.sample(0).tokens;
     std::optional<placement> best;
     for (std::size_t k = 0; k < ctx_.degrees().size(); ++k) {
       const bool last = k + 1 == ctx_.degrees().size();
@@ -99,10 +102,9 @@ public:
   }
 
 private:
-  [[nodiscard]]
-  std::int64_t tokens(std::size_t i) const { return ctx_.problem().samples[i].tokens; }
-  [[nodiscard]] std::int64_t s_max(std::size_t k) const {
-    return options_.max_tokens > 0 ? options_.max_tokens : ctx_.degree(k) * capacity_;
+ [[nodiscard]] std::int64_t tokens(std::size_t i) const { return ctx_.sample(i).tokens; }
+ [[nodiscard]] std::int64_t s_max(std::size_t k) const {
+   return options_.max_tokens > 0 ? options_.max_tokens : ctx_.degree(k) * capacity_;
   }
 
   struct micro_batch {
@@ -166,11 +168,9 @@ private:
 }  // namespace detail
 
 template <cost_model M, recompute_strategy<M> R>
-[[nodiscard]] placement wlb_llm::place(const placement_problem<M, R>& problem) const {
-  return dcp::with_placement_context(problem, [&](const dcp::placement_context<M, R>& ctx) {
-    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "wlb-llm"};
-    return detail::wlb_solver<dcp::placement_context<M, R>>(ctx, *this).solve();
-  });
+[[nodiscard]] placement wlb_llm::place(const placement_input<M, R>& input) const {
+  if (input.size() == 0) return placement{{}, 0, 0, 0, "wlb-llm"};
+  return detail::wlb_solver<dcp::placement_input<M, R>>(input, *this).solve();
 }
 
 static_assert(placement_policy<wlb_llm, analytic_cost_model, pyramid_recompute>);

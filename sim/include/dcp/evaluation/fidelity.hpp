@@ -25,7 +25,7 @@
 #include "dcp/error.hpp"
 #include "dcp/evaluation/svg.hpp"  // detail::fixed
 #include "dcp/evaluation/videosys_fidelity.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/placement/static_layout.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/scheduler.hpp"

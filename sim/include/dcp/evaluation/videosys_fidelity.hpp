@@ -143,7 +143,7 @@ template <class Policy>
   const auto labels = video_buckets{}.assign(ordered);
   const pyramid_recompute recompute{};
   const placement_problem<analytic_cost_model, pyramid_recompute> problem{ordered, labels, cost, recompute};
-  return policy.profile(problem);  // the policy builds the problem's placement_context
+  return policy.profile(placement_input<analytic_cost_model, pyramid_recompute>(problem));
 }
 
 /// One variant of the benchmark on the truth model.

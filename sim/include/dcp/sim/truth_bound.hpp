@@ -10,7 +10,7 @@
 #include "dcp/bucketing/varlen_buckets.hpp"
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 #include "dcp/plan/lower_bound.hpp"
 #include "dcp/plan/validate_batch.hpp"
 #include "dcp/recompute/strategies.hpp"
@@ -51,7 +51,7 @@ double truth_lower_bound_seconds(std::span<const sample> batch, const truth_mode
   const auto buckets =
       terms.buckets ? varlen_buckets{}.assign(samples) : std::vector<std::int32_t>(samples.size(), 0);
   const placement_problem<truth_model, Recompute> problem{samples, buckets, model, recompute};
-  const dcp::placement_context<truth_model, Recompute> context(problem);
+  const dcp::placement_input<truth_model, Recompute> context(problem);
   return dcp::detail::lower_bound_seconds(context, {.recompute_ladder = true,
                                                     .by_bucket = terms.buckets,
                                                     .empty_floor = terms.empty_floor,

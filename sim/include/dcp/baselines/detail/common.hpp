@@ -15,7 +15,7 @@
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/detail/largest_fitting.hpp"
 #include "dcp/error.hpp"
-#include "dcp/placement/context.hpp"
+#include "dcp/placement/input.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines::detail {
 
@@ -30,7 +30,7 @@ template <class Context>
 degree_option run_with_strategy(const Context& ctx, const micro_batch_shape& shape, std::size_t k) {
   auto chosen = ctx.evaluate(shape, k);
   if (chosen.feasible) return chosen;
-  return ctx.run(shape, k, recompute_setting::full(ctx.problem().cost.model().layers));
+  return ctx.run(shape, k, recompute_setting::full(ctx.cost().model().layers));
 }
 
 template <class Context>
