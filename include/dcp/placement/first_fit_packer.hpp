@@ -192,6 +192,118 @@ template <class Input>
   return out;
 }
 
+namespace detail {
+
+/// pack_groups_to_budget's pass: each group's packer (at the lightest setting and, where the
+/// degree has a denser one, at that too), fed the groups' samples in packing order.
+template <class Input>
+class group_packing {
+ public:
+  group_packing(const Input& input, const std::vector<std::vector<std::size_t>>& groups,
+                std::size_t k, std::vector<std::uint32_t>& group_of)
+      : input_(input), groups_(groups), k_(k), group_of_(group_of), both_(input.packs_denser(k)) {
+    group_of_.assign(input.size(), nowhere);
+    std::vector<double> smallest_need(groups.size(), std::numeric_limits<double>::infinity());
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      for (auto i : groups[g]) group_of_[i] = static_cast<std::uint32_t>(g);
+    each([&](std::size_t i, std::uint32_t g) {
+      const auto& alone = input.alone(i, k);
+      if (alone.feasible)
+        smallest_need[g] = std::min(smallest_need[g], alone.peak_bytes - input.empty_bytes(k));
+    });
+    // Each group packed at the lightest setting and, where the degree has a denser one, at that
+    // too; the group keeps the packing with the shorter total.
+    packers_.reserve(both_ ? 2 * groups.size() : groups.size());
+    for (const bool dense : {false, true}) {
+      if (dense && !both_) break;
+      for (std::size_t g = 0; g < groups.size(); ++g)
+        packers_.emplace_back(input, k, smallest_need[g], groups[g].size(), dense);
+    }
+  }
+
+  /// Feeds every sample to its group's packers one at a time.
+  void feed_one_at_a_time() {
+    each([&](std::size_t i, std::uint32_t g) { add(i, g); });
+  }
+
+  /// Feeds the samples a chunk of `chunk` at a time, each group's samples in the chunk together
+  /// (a stable counting sort: each packer gets its samples in packing order, as one at a time
+  /// would feed them).
+  void feed_in_chunks(std::size_t chunk) {
+    std::size_t grouped = 0;
+    for (const auto& group : groups_) grouped += group.size();
+    chunk = std::max<std::size_t>(1, std::min(chunk, grouped));
+    pending_.reserve(chunk);
+    by_group_.resize(chunk);
+    first_.resize(groups_.size() + 1);
+    each([&](std::size_t i, std::uint32_t g) {
+      pending_.emplace_back(static_cast<std::uint32_t>(i), g);
+      if (pending_.size() == chunk) feed_chunk();
+    });
+    feed_chunk();
+  }
+
+  /// Each group's packing: the one with the shorter total.
+  [[nodiscard]] std::vector<std::vector<packed_batch>> finish() && {
+    return finish_groups(std::move(packers_), groups_.size(), both_);
+  }
+
+ private:
+  static constexpr auto nowhere = std::numeric_limits<std::uint32_t>::max();
+
+  // f(i, group) for every grouped sample i in packing order.
+  template <class F>
+  void each(F&& f) const {
+    const auto& order = input_.packing_order();
+    if (order.empty()) {
+      for (std::size_t i = 0; i < input_.size(); ++i)
+        if (group_of_[i] != nowhere) f(i, group_of_[i]);
+    } else {
+      for (auto i : order)
+        if (group_of_[i] != nowhere) f(i, group_of_[i]);
+    }
+  }
+
+  void add(std::size_t i, std::uint32_t g) {
+    const auto& alone = input_.alone(i, k_);
+    packers_[g].add(i, alone);
+    if (both_) packers_[groups_.size() + g].add(i, alone);
+  }
+
+  // The pending samples by group, fed group after group.
+  void feed_chunk() {
+    std::fill(first_.begin(), first_.end(), 0);
+    for (const auto& [i, g] : pending_) ++first_[g + 1];
+    for (std::size_t g = 0; g < groups_.size(); ++g) first_[g + 1] += first_[g];
+    for (const auto& [i, g] : pending_) by_group_[first_[g]++] = i;  // first_[g]: group g's end
+    // By group the chunk's shapes are read in a scattered order: ask for them a few ahead.
+    constexpr std::uint32_t ahead = 8;
+    const auto n = static_cast<std::uint32_t>(pending_.size());
+    for (std::uint32_t j = 0; j < std::min(ahead, n); ++j) prefetch(&input_.shape(by_group_[j]));
+    std::uint32_t begin = 0;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      for (std::uint32_t j = begin; j < first_[g]; ++j) {
+        if (j + ahead < n) prefetch(&input_.shape(by_group_[j + ahead]));
+        add(by_group_[j], static_cast<std::uint32_t>(g));
+      }
+      begin = first_[g];
+    }
+    pending_.clear();
+  }
+
+  const Input& input_;
+  const std::vector<std::vector<std::size_t>>& groups_;
+  std::size_t k_;
+  std::vector<std::uint32_t>& group_of_;
+  bool both_;
+  std::vector<first_fit_packer<Input>> packers_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> pending_;  // (sample, group), in order
+  std::vector<std::uint32_t> by_group_;
+  std::vector<std::uint32_t> first_;
+};
+
+}  // namespace detail
+
 /// pack_to_budget for every group at once, with the same result: one pass over the samples in
 /// packing order feeds each group's packer, so the per-sample tables are read in order rather
 /// than once per group at scattered places. Beyond 64 groups (or where `chunk` is given) the
@@ -200,90 +312,21 @@ template <class Input>
 /// per chunk rather than once per sample; with a thousand groups, feeding them sample by sample
 /// missed the cache on almost every sample of a 10M batch (with 64 or fewer, their packers stay
 /// in the cache and the samples go one at a time). Each sample is in at most one group.
-/// `group_of_buffer`, where given, holds the sample-to-group table (as long as the batch) from call
-/// to call.
+/// `group_of_buffer`, where given, holds the sample-to-group table (as long as the batch) from
+/// call to call.
 template <class Input>
 [[nodiscard]] std::vector<std::vector<packed_batch>> pack_groups_to_budget(
     const Input& input, const std::vector<std::vector<std::size_t>>& groups, std::size_t k,
     std::vector<std::uint32_t>* group_of_buffer = nullptr, std::size_t chunk = 0) {
-  constexpr auto nowhere = std::numeric_limits<std::uint32_t>::max();
   std::vector<std::uint32_t> own;
-  auto& group_of = group_of_buffer != nullptr ? *group_of_buffer : own;
-  group_of.assign(input.size(), nowhere);
-  std::vector<double> smallest_need(groups.size(), std::numeric_limits<double>::infinity());
-  for (std::size_t g = 0; g < groups.size(); ++g)
-    for (auto i : groups[g]) group_of[i] = static_cast<std::uint32_t>(g);
-  const auto& order = input.packing_order();
-  const auto each = [&](auto&& f) {
-    if (order.empty()) {
-      for (std::size_t i = 0; i < input.size(); ++i)
-        if (group_of[i] != nowhere) f(i, group_of[i]);
-    } else {
-      for (auto i : order)
-        if (group_of[i] != nowhere) f(i, group_of[i]);
-    }
-  };
-  each([&](std::size_t i, std::uint32_t g) {
-    const auto& alone = input.alone(i, k);
-    if (alone.feasible)
-      smallest_need[g] = std::min(smallest_need[g], alone.peak_bytes - input.empty_bytes(k));
-  });
-  // Each group packed at the lightest setting and, where the degree has a denser one, at that
-  // too; the group keeps the packing with the shorter total.
-  const bool both = input.packs_denser(k);
-  std::vector<detail::first_fit_packer<Input>> packers;
-  packers.reserve(both ? 2 * groups.size() : groups.size());
-  for (const bool dense : {false, true}) {
-    if (dense && !both) break;
-    for (std::size_t g = 0; g < groups.size(); ++g)
-      packers.emplace_back(input, k, smallest_need[g], groups[g].size(), dense);
-  }
-  const auto add = [&](std::size_t i, std::uint32_t g) {
-    const auto& alone = input.alone(i, k);
-    packers[g].add(i, alone);
-    if (both) packers[groups.size() + g].add(i, alone);
-  };
+  detail::group_packing<Input> packing(input, groups, k,
+                                       group_of_buffer != nullptr ? *group_of_buffer : own);
   // A few dozen packers stay in the cache: fed one sample at a time (unless a chunk is asked for).
-  if (chunk == 0 && groups.size() <= 64) {
-    each(add);
-    return detail::finish_groups(std::move(packers), groups.size(), both);
-  }
-  // The chunk's samples by group (a stable counting sort: each packer gets its samples in
-  // packing order, as one at a time would feed them).
-  if (chunk == 0) chunk = std::max<std::size_t>(4096, 32 * groups.size());
-  std::size_t grouped = 0;
-  for (const auto& group : groups) grouped += group.size();
-  chunk = std::max<std::size_t>(1, std::min(chunk, grouped));
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> pending;  // (sample, group) in packing order
-  pending.reserve(chunk);
-  std::vector<std::uint32_t> by_group(chunk);
-  std::vector<std::uint32_t> first(groups.size() + 1);
-  const auto feed = [&] {
-    std::fill(first.begin(), first.end(), 0);
-    for (const auto& [i, g] : pending) ++first[g + 1];
-    for (std::size_t g = 0; g < groups.size(); ++g) first[g + 1] += first[g];
-    for (const auto& [i, g] : pending) by_group[first[g]++] = i;  // first[g] ends at group g's end
-    // By group the chunk's shapes are read in a scattered order: ask for them a few ahead.
-    constexpr std::uint32_t ahead = 8;
-    const auto n = static_cast<std::uint32_t>(pending.size());
-    for (std::uint32_t j = 0; j < std::min(ahead, n); ++j)
-      detail::prefetch(&input.shape(by_group[j]));
-    std::uint32_t begin = 0;
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      for (std::uint32_t j = begin; j < first[g]; ++j) {
-        if (j + ahead < n) detail::prefetch(&input.shape(by_group[j + ahead]));
-        add(by_group[j], static_cast<std::uint32_t>(g));
-      }
-      begin = first[g];
-    }
-    pending.clear();
-  };
-  each([&](std::size_t i, std::uint32_t g) {
-    pending.emplace_back(static_cast<std::uint32_t>(i), g);
-    if (pending.size() == chunk) feed();
-  });
-  feed();
-  return detail::finish_groups(std::move(packers), groups.size(), both);
+  if (chunk == 0 && groups.size() <= 64)
+    packing.feed_one_at_a_time();
+  else
+    packing.feed_in_chunks(chunk != 0 ? chunk : std::max<std::size_t>(4096, 32 * groups.size()));
+  return std::move(packing).finish();
 }
 
 }  // namespace dcp::inline DCP_ABI_NAMESPACE
