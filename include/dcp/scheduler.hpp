@@ -113,8 +113,11 @@ public:
     detail::canonical_order_into(batch, *ordered, kept);
     const auto labels = bucketing_.assign(samples);
     // The placement's input, built once: the placement and the lower bound read the same
-    // per-sample options.
-    const placement_input<Cost, Recompute> input({samples, labels, cost_, recompute_}, kept);
+    // per-sample options. Its scratch memory comes from the workspace where there is one, taken
+    // here at once and given back below at once.
+    placement_scratch scratch;
+    if (kept != nullptr) scratch.take(*kept, samples.size());
+    const placement_input<Cost, Recompute> input({samples, labels, cost_, recompute_}, scratch);
     auto placed = placement_.place(input);
 
     step_plan out;
@@ -175,9 +178,10 @@ public:
     }
     out.barriers = barrier_sequences(out, placed.barrier_seconds);
     out.fingerprint = compute_fingerprint(out);
-    if (kept != nullptr) {  // the placement's list, for the next plan's schedules
+    if (kept != nullptr) {  // the placement's list and scratch, for the next plan's
       steps.clear();
       kept->give(std::move(steps));
+      scratch.give(*kept);
     }
     return out;
   }

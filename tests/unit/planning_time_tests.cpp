@@ -323,7 +323,7 @@ TEST_CASE("Planner.Workspace.keeps_buffers_from_its_threshold_and_hands_out_the_
 }
 
 TEST_CASE("Planner.Workspace.a_plan_from_kept_buffers_is_the_plan_from_fresh_ones") {
-  // The context, the solver and the canonical order take their batch-sized arrays from the
+  // The placement's scratch and the canonical order take their batch-sized arrays from the
   // workspace (here keeping every buffer, so the second and third plans reuse the first's, a
   // larger batch's among them) and must plan exactly as with fresh arrays.
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
@@ -336,8 +336,12 @@ TEST_CASE("Planner.Workspace.a_plan_from_kept_buffers_is_the_plan_from_fresh_one
     const auto labels = varlen_buckets{}.assign(samples);
     const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{
         samples, labels, cost, {}};
-    const placement_input<analytic_cost_model, selective_pyramid_recompute> input(problem, kept);
-    return balanced_placement{}.place(input);
+    placement_scratch scratch;
+    if (kept != nullptr) scratch.take(*kept, samples.size());
+    const placement_input<analytic_cost_model, selective_pyramid_recompute> input(problem, scratch);
+    auto placed = balanced_placement{}.place(input);
+    if (kept != nullptr) scratch.give(*kept);
+    return placed;
   };
   const auto same = [](const placement& a, const placement& b) {
     REQUIRE(a.micro_steps.size() == b.micro_steps.size());

@@ -12,30 +12,9 @@
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
 #include "dcp/placement/input.hpp"
+#include "dcp/placement/result.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
-
-/// One micro-step as a placement returns it; the scheduler numbers them, maps sample indices to
-/// ids and computes loss scales.
-struct placed_micro_step {
-  std::int64_t first_rank = 0;
-  execution_config config{};
-  std::vector<std::size_t> samples{};  ///< indices into placement_input::samples()
-  double start_seconds = 0;
-  double seconds = 0;
-  double peak_bytes = 0;
-};
-
-struct placement {
-  std::vector<placed_micro_step> micro_steps{};
-  double makespan_seconds = 0;
-  double best_static_seconds = 0;   ///< 0 when the policy did not evaluate static layouts
-  std::int64_t best_static_degree = 0;
-  std::string policy{};
-  /// Predicted times of world barriers (see step_plan::barriers): every micro-step ends at or
-  /// before a barrier's time or starts at or after it. Most policies have none.
-  std::vector<double> barrier_seconds{};
-};
 
 /// A placement policy chooses each micro-batch's degree and group, packs samples into
 /// micro-batches, and orders them.
@@ -57,4 +36,4 @@ concept placement_policy = cost_model<M> && recompute_strategy<R, M> &&
   { p.name() } -> std::convertible_to<std::string_view>;
 };
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -37,8 +37,8 @@
 #include "dcp/placement/balanced/allotment.hpp"
 #include "dcp/placement/balanced/blocks.hpp"
 #include "dcp/placement/balanced/schedule.hpp"
-#include "dcp/placement/balanced/scratch.hpp"
 #include "dcp/placement/input.hpp"
+#include "dcp/placement/scratch.hpp"
 #include "dcp/placement/static_layout.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
@@ -136,21 +136,17 @@ class best_plan {
 template <class Input>
 class balanced_solver {
  public:
-  balanced_solver(const Input& input, const balanced_placement& options)
+  /// The solver of `input` with `options`, working in `scratch` (handed in once, by place()).
+  balanced_solver(const Input& input, const balanced_placement& options, placement_scratch& scratch)
       : input_(input),
         options_(options),
         blocks_(input, batch_),
         allot_(input, batch_, blocks_, options.ranked_candidates),
-        schedule_(input, batch_, blocks_, scratch_) {
-    if (input.workspace() != nullptr) scratch_.take(*input.workspace(), input.size());
-    batch_ = classify_batch(input, options.long_fraction, scratch_.estimate, scratch_.short_sorted);
+        schedule_(input, batch_, blocks_, scratch) {
+    batch_ = classify_batch(input, options.long_fraction, scratch.estimate, scratch.short_sorted);
   }
   balanced_solver(const balanced_solver&) = delete;
   balanced_solver& operator=(const balanced_solver&) = delete;
-  /// Gives the batch-sized buffers back to the workspace.
-  ~balanced_solver() {
-    if (input_.workspace() != nullptr) scratch_.give(*input_.workspace());
-  }
 
   [[nodiscard]] placement solve() {
     auto ranking = rank_allotments();
@@ -306,7 +302,6 @@ class balanced_solver {
 
   const Input& input_;
   const balanced_placement& options_;
-  balanced_scratch scratch_;
   balanced_batch batch_;
   block_placer<Input> blocks_;
   allotter<Input> allot_;
@@ -348,7 +343,7 @@ template <class Input>
 template <cost_model M, recompute_strategy<M> R>
 [[nodiscard]] placement balanced_placement::place(const placement_input<M, R>& input) const {
   if (input.size() == 0) return placement{{}, 0, 0, 0, "balanced"};
-  auto ours = detail::balanced_solver<placement_input<M, R>>(input, *this).solve();
+  auto ours = detail::balanced_solver<placement_input<M, R>>(input, *this, input.scratch()).solve();
   if (!compare_static) return ours;
   const double beat =
       exact_best_static ? std::numeric_limits<double>::infinity() : ours.makespan_seconds;

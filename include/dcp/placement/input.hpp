@@ -15,11 +15,11 @@
 
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/concepts/recompute_strategy.hpp"
-#include "dcp/detail/plan_workspace.hpp"
 #include "dcp/placement/degree_option.hpp"
 #include "dcp/placement/detail/does_not_fit.hpp"
 #include "dcp/placement/detail/option_cache.hpp"
 #include "dcp/placement/detail/packing_density.hpp"
+#include "dcp/placement/scratch.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/sample.hpp"
 
@@ -42,27 +42,36 @@ class placement_input {
   using recompute_type = R;
   using packing = packing_settings;
 
-  /// The input of `problem`. `workspace`: where the scheduler keeps the planner's batch-sized
-  /// arrays between plans (null: none); the input and the shipped placements take theirs from
-  /// it.
-  explicit placement_input(const placement_problem<M, R>& problem,
-                           detail::plan_workspace* workspace = nullptr)
-      : placement_input(problem, problem.cost.training().sp, workspace) {}
+  /// The input of `problem`, working in `scratch`: memory the caller lends for as long as the
+  /// input lives (the scheduler's, taken from its workspace for a large batch), which holds the
+  /// input's per-sample tables and the shipped placement's arrays.
+  placement_input(const placement_problem<M, R>& problem, placement_scratch& scratch)
+      : placement_input(problem, &scratch) {}
+  /// The input of `problem` with scratch memory of its own.
+  explicit placement_input(const placement_problem<M, R>& problem)
+      : placement_input(problem, nullptr) {}
   /// `base` as if its training run named `style`: the degrees and styles that style allows
   /// (under an automatic run, one fixed style's layouts: balanced_placement searches static
-  /// layouts in each).
+  /// layouts in each). It shares base's per-sample tables and scratch; base must outlive it.
   placement_input(const placement_input& base, sequence_parallel style)
-      : placement_input({base.samples_, base.buckets_, base.cost_, base.recompute_}, style,
-                        base.workspace_) {}
+      : samples_(base.samples_),
+        buckets_(base.buckets_),
+        cost_(base.cost_),
+        recompute_(base.recompute_),
+        sp_(style),
+        gpus_(base.gpus_),
+        gpus_per_node_(base.gpus_per_node_),
+        budget_(base.budget_),
+        degrees_(allowed_degrees(cost_.model(), cost_.cluster(), sp_)),
+        scratch_(base.scratch_),
+        shapes_(base.shapes_),
+        run_of_(base.run_of_),
+        run_first_(base.run_first_) {
+    tabulate_styles();
+  }
 
   placement_input(const placement_input&) = delete;
   placement_input& operator=(const placement_input&) = delete;
-  /// Gives the per-sample tables back to the workspace.
-  ~placement_input() {
-    if (workspace_ == nullptr) return;
-    workspace_->give(std::move(shapes_));
-    workspace_->give(std::move(run_of_));
-  }
 
   // ---- the problem ----------------------------------------------------------------------------
   [[nodiscard]] std::span<const dcp::sample> samples() const noexcept { return samples_; }
@@ -70,8 +79,9 @@ class placement_input {
   [[nodiscard]] std::span<const std::int32_t> buckets() const noexcept { return buckets_; }
   [[nodiscard]] const M& cost() const noexcept { return cost_; }
   [[nodiscard]] const R& recompute() const noexcept { return recompute_; }
-  /// The scheduler's kept arrays (null: none).
-  [[nodiscard]] detail::plan_workspace* workspace() const noexcept { return workspace_; }
+  /// The scratch memory lent with the input (placement_scratch): a placement may work in its
+  /// arrays, one placement at a time, except the input's own tables (shapes, run_of).
+  [[nodiscard]] placement_scratch& scratch() const noexcept { return *scratch_; }
 
   [[nodiscard]] std::size_t size() const noexcept { return shapes_.size(); }
   [[nodiscard]] const micro_batch_shape& shape(std::size_t i) const noexcept { return shapes_[i]; }
@@ -306,41 +316,42 @@ class placement_input {
   }
 
  private:
-  placement_input(const placement_problem<M, R>& problem, sequence_parallel style,
-                  detail::plan_workspace* workspace)
+  // `scratch`: null for the input's own.
+  placement_input(const placement_problem<M, R>& problem, placement_scratch* scratch)
       : samples_(problem.samples),
         buckets_(problem.buckets),
         cost_(problem.cost),
         recompute_(problem.recompute),
-        sp_(style),
+        sp_(cost_.training().sp),
         gpus_(cost_.cluster().gpus),
         gpus_per_node_(cost_.cluster().gpus_per_node),
         budget_(cost_.memory_budget()),
         degrees_(allowed_degrees(cost_.model(), cost_.cluster(), sp_)),
-        workspace_(workspace) {
-    if (workspace_ != nullptr) {
-      shapes_ = workspace_->take<micro_batch_shape>(samples_.size());
-      run_of_ = workspace_->take<std::uint32_t>(samples_.size());
-    }
+        scratch_(scratch != nullptr ? scratch : &own_) {
     tabulate_shapes();
     tabulate_styles();
-    alone_.reset(degrees_.size(), run_first_.size());
-    packing_.resize(degrees_.size());
   }
 
-  // Each sample's shape and run of equal shapes.
+  // Each sample's shape and run of equal shapes, into the scratch.
   void tabulate_shapes() {
-    shapes_.reserve(samples_.size());
-    run_of_.reserve(samples_.size());
+    auto& shapes = scratch_->shapes;
+    auto& run_of = scratch_->run_of;
+    shapes.clear();
+    run_of.clear();
+    shapes.reserve(samples_.size());
+    run_of.reserve(samples_.size());
     for (const auto& s : samples_) {
-      shapes_.push_back(micro_batch_shape::of(s));
-      const auto i = shapes_.size() - 1;
-      if (i == 0 || !(shapes_[i] == shapes_[i - 1]))
-        run_first_.push_back(static_cast<std::uint32_t>(i));
-      run_of_.push_back(static_cast<std::uint32_t>(run_first_.size() - 1));
+      shapes.push_back(micro_batch_shape::of(s));
+      const auto i = shapes.size() - 1;
+      if (i == 0 || !(shapes[i] == shapes[i - 1]))
+        run_first_storage_.push_back(static_cast<std::uint32_t>(i));
+      run_of.push_back(static_cast<std::uint32_t>(run_first_storage_.size() - 1));
     }
+    shapes_ = shapes;
+    run_of_ = run_of;
+    run_first_ = run_first_storage_;
   }
-  // An empty micro-batch's costs in every style at every degree.
+  // An empty micro-batch's costs in every style at every degree; the caches sized.
   void tabulate_styles() {
     for (auto d : degrees_) {
       auto& at = styles_.emplace_back();
@@ -354,6 +365,8 @@ class placement_input {
       for (const auto& e : at) empty = std::max(empty, e.empty_bytes);
       empty_bytes_.push_back(empty);
     }
+    alone_.reset(degrees_.size(), run_first_.size());
+    packing_.resize(degrees_.size());
   }
 
   /// An empty micro-batch's costs in one style at one degree.
@@ -378,10 +391,12 @@ class placement_input {
   std::int64_t gpus_per_node_;
   double budget_;
   std::vector<std::int64_t> degrees_;
-  detail::plan_workspace* workspace_;
-  std::vector<micro_batch_shape> shapes_;
-  std::vector<std::uint32_t> run_of_;              // per sample: its run of equal shapes
-  std::vector<std::uint32_t> run_first_;           // per run: its first sample (as many as lengths)
+  placement_scratch own_;  // the scratch of an input lent none
+  placement_scratch* scratch_;
+  std::span<const micro_batch_shape> shapes_;      // per sample, in the scratch
+  std::span<const std::uint32_t> run_of_;          // per sample: its run of equal shapes
+  std::vector<std::uint32_t> run_first_storage_;   // per run: its first sample (as many as lengths)
+  std::span<const std::uint32_t> run_first_;       // run_first_storage_, or the base input's
   std::vector<std::vector<layout_costs>> styles_;  ///< per degree index, in styles_at order
   std::vector<double> empty_bytes_;  ///< per degree index, the largest over its styles
   mutable detail::option_cache alone_;

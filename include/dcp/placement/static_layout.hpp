@@ -38,8 +38,8 @@ template <class Context>
 /// samples' marginal times plus the fixed floor of the one micro-step it runs at least
 /// (static_fixed_floor). The floor skips packing a layout that could not be returned anyway.
 template <class Context>
-[[nodiscard]] std::optional<placement> static_layout(const Context& ctx, std::size_t k,
-                                                     double beat = std::numeric_limits<double>::infinity()) {
+[[nodiscard]] std::optional<placement> static_layout(
+    const Context& ctx, std::size_t k, double beat = std::numeric_limits<double>::infinity()) {
   const std::int64_t d = ctx.degree(k);
   const auto groups = static_cast<std::size_t>(ctx.gpus() / d);
   std::vector<std::pair<double, std::size_t>> items;
@@ -123,8 +123,10 @@ struct static_placement {
   template <cost_model M, recompute_strategy<M> R>
   [[nodiscard]] placement place(const placement_input<M, R>& input) const {
     const auto& cost = input.cost();
-    validate(execution_config{degree, default_style(cost.training().sp, degree, cost.model(), cost.cluster()), {}},
-             cost.model(), cost.cluster());
+    validate(
+        execution_config{
+            degree, default_style(cost.training().sp, degree, cost.model(), cost.cluster()), {}},
+        cost.model(), cost.cluster());
     std::size_t k = 0;
     while (input.degree(k) != degree) ++k;
     for (std::size_t i = 0; i < input.size(); ++i)
@@ -143,30 +145,31 @@ struct best_static_placement {
     return place_with(input);
   }
 
-private:
- template <class Input>
- [[nodiscard]] static placement place_with(const Input& ctx) {
-   if (ctx.size() == 0) return placement{{}, 0, 0, 0, "best-static"};
-   auto best = detail::best_static_layout(ctx);
-   if (!best) {
-     // Name the first sample that fits at no degree, or the longest one.
-     for (std::size_t i = 0; i < ctx.size(); ++i) {
-       bool fits = false;
-       for (std::size_t k = 0; k < ctx.degrees().size() && !fits; ++k)
-         fits = ctx.alone(i, k).feasible;
-       if (!fits) ctx.throw_does_not_fit(i);
-     }
-     throw sample_does_not_fit(
-         "best_static_placement: no single degree fits every sample; "
-         "the longest sample (" +
-         std::to_string(ctx.sample(0).tokens) + " tokens) and the shortest need different degrees");
-   }
-   return std::move(*best);
- }
+ private:
+  template <class Input>
+  [[nodiscard]] static placement place_with(const Input& ctx) {
+    if (ctx.size() == 0) return placement{{}, 0, 0, 0, "best-static"};
+    auto best = detail::best_static_layout(ctx);
+    if (!best) {
+      // Name the first sample that fits at no degree, or the longest one.
+      for (std::size_t i = 0; i < ctx.size(); ++i) {
+        bool fits = false;
+        for (std::size_t k = 0; k < ctx.degrees().size() && !fits; ++k)
+          fits = ctx.alone(i, k).feasible;
+        if (!fits) ctx.throw_does_not_fit(i);
+      }
+      throw sample_does_not_fit(
+          "best_static_placement: no single degree fits every sample; "
+          "the longest sample (" +
+          std::to_string(ctx.sample(0).tokens) +
+          " tokens) and the shortest need different degrees");
+    }
+    return std::move(*best);
+  }
 
-public:
+ public:
   [[nodiscard]] std::string_view name() const noexcept { return "best-static"; }
   friend constexpr bool operator==(best_static_placement, best_static_placement) = default;
 };
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

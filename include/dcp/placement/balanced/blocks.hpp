@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "dcp/placement/balanced/block_assignment.hpp"
 #include "dcp/placement/degree_option.hpp"
 #include "dcp/placement/detail/timeline.hpp"
 #include "dcp/placement/first_fit_packer.hpp"
@@ -49,29 +50,6 @@ struct balanced_batch {
   return !item.fits_intra ||
          static_cast<double>(degree) * item.menu[k].seconds < item.cheapest_intra;
 }
-
-/// The long samples of one allotment on aligned blocks, and the single-GPU samples left.
-struct block_assignment {
-  std::vector<double> free;  // per rank, after the multi-GPU samples
-  struct block {
-    std::size_t first_item;  // its items: members[first_item, first_item + items)
-    std::size_t items;
-    std::vector<std::size_t> beside{};  // short samples in the same micro-batch (fill_blocks)
-    std::size_t k;                      // degree index
-    std::int64_t first_rank;
-    double start;
-    degree_option run;
-  };
-  std::vector<block> multi;  // in the order they run
-  // Indices into longs, block after block: each block's run together as one micro-batch
-  // (one list for all rather than one per block, which would cost an allocation per sample).
-  std::vector<std::size_t> members;
-  [[nodiscard]] std::span<const std::size_t> items_of(const block& b) const noexcept {
-    return {members.data() + b.first_item, b.items};
-  }
-  bool packed = false;  // some block runs several samples in one micro-batch
-  std::vector<std::pair<double, std::size_t>> singles;  // (estimate, sample)
-};
 
 /// The fluid view of an allotment (block_placer::fluid_estimate).
 struct fluid {

@@ -16,9 +16,9 @@
 #include "dcp/concepts/placement_policy.hpp"
 #include "dcp/placement/balanced/blocks.hpp"
 #include "dcp/placement/balanced/local_search.hpp"
-#include "dcp/placement/balanced/scratch.hpp"
 #include "dcp/placement/detail/timeline.hpp"
 #include "dcp/placement/first_fit_packer.hpp"
+#include "dcp/placement/scratch.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
@@ -26,7 +26,7 @@ template <class Input>
 class list_scheduler {
  public:
   list_scheduler(const Input& input, const balanced_batch& batch, const block_placer<Input>& blocks,
-                 balanced_scratch& scratch)
+                 placement_scratch& scratch)
       : input_(input),
         batch_(batch),
         blocks_(blocks),
@@ -128,16 +128,12 @@ class list_scheduler {
     return out;
   }
 
-  // An empty micro-step list: the list of a schedule that lost (recycle()), or one kept from an
-  // earlier plan where that holds more: a 10M plan's list is ~75 MB, which a fresh one maps and
-  // faults in afresh.
+  // An empty micro-step list: the list of a schedule that lost (recycle()), or the one kept
+  // from an earlier plan where that holds more.
   [[nodiscard]] std::vector<placed_micro_step> spare_steps(std::size_t steps) {
     auto& spare = scratch_.spare_steps;
-    if (spare.capacity() < steps && input_.workspace() != nullptr) {
-      auto kept = input_.workspace()->template take<placed_micro_step>(steps);
-      if (kept.capacity() > spare.capacity()) spare.swap(kept);
-      if (kept.capacity() > 0) input_.workspace()->give(std::move(kept));
-    }
+    if (spare.capacity() < steps && scratch_.kept_steps.capacity() > spare.capacity())
+      spare.swap(scratch_.kept_steps);
     std::vector<placed_micro_step> out;
     out.swap(spare);
     return out;
@@ -382,7 +378,7 @@ class list_scheduler {
   const Input& input_;
   const balanced_batch& batch_;
   const block_placer<Input>& blocks_;
-  balanced_scratch& scratch_;
+  placement_scratch& scratch_;
   std::size_t gpus_;
   std::vector<std::size_t> taken_;  // positions of the singles one block takes
 };

@@ -32,7 +32,8 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
     return a.second < b.second;
   };
   // Items usually arrive longest first already (canonical order): check before sorting.
-  if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
+  if (!std::is_sorted(items.begin(), items.end(), before))
+    std::sort(items.begin(), items.end(), before);
 }
 
 /// Longest-processing-time-first over items already in lpt_order: each goes to the
@@ -45,7 +46,8 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
   std::vector<std::vector<std::size_t>> assigned(n);
   if (n == 0) {
     if (!items.empty())
-      throw error("lpt_assign: " + std::to_string(items.size()) + " items and no slot to put them in");
+      throw error("lpt_assign: " + std::to_string(items.size()) +
+                  " items and no slot to put them in");
     return assigned;
   }
   std::vector<double> load = loads;
@@ -58,7 +60,8 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
   while (leaves < n) leaves *= 2;
   std::vector<std::size_t> tree(2 * leaves, n);
   for (std::size_t g = 0; g < n; ++g) tree[leaves + g] = g;
-  for (std::size_t node = leaves - 1; node >= 1; --node) tree[node] = least(tree[2 * node], tree[2 * node + 1]);
+  for (std::size_t node = leaves - 1; node >= 1; --node)
+    tree[node] = least(tree[2 * node], tree[2 * node + 1]);
   for (auto& slot_items : assigned) slot_items.reserve(items.size() / n + 1);  // an even share
   for (const auto& [estimate, item] : items) {
     const std::size_t g = tree[1];
@@ -79,7 +82,8 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
 /// Appends the packed batches of one group (ranks [first, first + degree)) to `out`, starting
 /// at `start` (their sample lists move into it); returns the end time.
 [[nodiscard]] inline double append_group(placement& out, std::vector<packed_batch>&& batches,
-                           std::int64_t first_rank, const execution_config& base, double start) {
+                                         std::int64_t first_rank, const execution_config& base,
+                                         double start) {
   for (auto& b : batches) {
     placed_micro_step step;
     step.first_rank = first_rank;
@@ -96,4 +100,4 @@ inline void lpt_order(std::vector<std::pair<double, std::size_t>>& items) {
   return start;
 }
 
-}  // namespace dcp::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::detail
