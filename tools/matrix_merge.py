@@ -6,7 +6,7 @@ ours alone cannot be refreshed (tools/matrix_refresh.py): the affected part of t
 in full with dcp-sim's axis filters, and the parts are merged here:
 
     ./build/tools/dcp-sim --matrix --gpu h100 --sp ring --steps 2 --json > h100-ring.json
-    python3 tools/matrix_merge.py docs/matrix-2026-12-02.json h100-ring.json [more.json ...] \
+    python3 tools/matrix_merge.py docs/data/matrix.json h100-ring.json [more.json ...] \
         [--markdown docs/results.md]
 
 A cell is matched by its model, workload, context, GPUs, GPU, style and ZeRO stage. Prints, per

@@ -7,7 +7,7 @@ measured (every policy plans its own way; none calls ours), so each cell's comma
 A policy's batches and noise follow from the seed and its name, not from which policies run
 beside it, so an unchanged planner reproduces the stored rates exactly.
 
-    python3 tools/matrix_refresh.py ./build/tools/dcp-sim docs/matrix-2026-12-02.json \
+    python3 tools/matrix_refresh.py ./build/tools/dcp-sim docs/data/matrix.json \
         [--jobs 2] [--markdown docs/results.md]
 
 Prints what moved and the bars of issue 10 over the refreshed matrix; rewrites the JSON and,
