@@ -78,7 +78,7 @@ struct training_spec {
   /// the top of the 5-10 % that docs/cost-sources.md §8 recommends ("reserved > allocated").
   double headroom_bytes = 0;
   double headroom_fraction = 0.10;
-  double runtime_reserve_bytes = 3.0 * gib;  ///< CUDA context, NCCL buffers (cost-sources §4.1)
+  double runtime_reserve_bytes = 3.0 * gib;  ///< CUDA context, NCCL (docs/cost-sources.md §4.1)
   sequence_parallel sp = sequence_parallel::ulysses;
   loss_normalisation normalise_by = loss_normalisation::tokens;
   bool chunked_cross_entropy = false;       ///< fused/chunked CE: no full logits tensor
