@@ -6,12 +6,13 @@ ours alone cannot be refreshed (tools/matrix_refresh.py): the affected part of t
 in full with dcp-sim's axis filters, and the parts are merged here:
 
     ./build/tools/dcp-sim --matrix --gpu h100 --sp ring --steps 2 --json > h100-ring.json
-    python3 tools/matrix_merge.py docs/matrix-2026-12-02.json h100-ring.json [more.json ...] \
-        [--markdown docs/results.md]
+    python3 tools/matrix_merge.py docs/data/matrix.json h100-ring.json [more.json ...]
+    python3 tools/results_page.py     # docs/results.md is rendered from the JSON
 
 A cell is matched by its model, workload, context, GPUs, GPU, style and ZeRO stage. Prints, per
 merged cell, how ours and the best other policy moved (noise free, new / old), then the bars of
-issue 10 over the merged matrix; rewrites the JSON and, with --markdown, the cells' table rows.
+issue 10 over the merged matrix; rewrites the JSON and, with --markdown, the cells' table rows in
+a file that holds the table (docs/results.md is rendered by tools/results_page.py instead).
 """
 
 import argparse

@@ -7,11 +7,11 @@ measured (every policy plans its own way; none calls ours), so each cell's comma
 A policy's batches and noise follow from the seed and its name, not from which policies run
 beside it, so an unchanged planner reproduces the stored rates exactly.
 
-    python3 tools/matrix_refresh.py ./build/tools/dcp-sim docs/matrix-2026-12-02.json \
-        [--jobs 2] [--markdown docs/results.md]
+    python3 tools/matrix_refresh.py ./build/tools/dcp-sim docs/data/matrix.json [--jobs 2]
+    python3 tools/results_page.py     # docs/results.md is rendered from the JSON
 
 Prints what moved and the bars of issue 10 over the refreshed matrix; rewrites the JSON and,
-with --markdown, every cell's row of the matrix table in that file (found by its model,
+with --markdown FILE, every cell's row of a matrix table in that file (found by its model,
 workload, context, GPUs, GPU, style and ZeRO stage) as the JSON now renders it.
 """
 

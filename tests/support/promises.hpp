@@ -1,5 +1,5 @@
 #pragma once
-// Checks of the promises of DESIGN §4 on one plan (doctest assertions).
+// Checks of the promises of docs/planner.md on one plan (doctest assertions).
 
 #include <doctest/doctest.h>
 

@@ -1188,7 +1188,7 @@ TEST_CASE("Sim.Simulator.world_barriers_hold_later_micro_steps") {
 // ---- VideoSys's own benchmark, re-enacted ------------------------------------------------------
 
 TEST_CASE("Fidelity.VideoSys.epoch_is_the_dummy_dataset") {
-  // dcp.md §4.2's counts, reproduced from datasets.py's Zipf weights and the pool sizes.
+  // The dummy dataset's counts, reproduced from datasets.py's Zipf weights and the pool sizes.
   const auto epoch = evaluation::videosys_epoch(workload::opensora_video_mix::videosys_benchmark());
   std::map<std::int64_t, std::int64_t> by_tokens;
   for (const auto& s : epoch) ++by_tokens[s.tokens];
@@ -1197,7 +1197,7 @@ TEST_CASE("Fidelity.VideoSys.epoch_is_the_dummy_dataset") {
   CHECK(by_tokens[2160] == 592);     // 144p x 51 frames
   CHECK(by_tokens[432000] == 8);     // 720p x 408 frames
   CHECK(by_tokens[110400] == 12);    // 360p x 408 frames
-  CHECK(by_tokens[1590] == 11556);   // 480p images (30 x 53 patches; dcp.md's 1,620 is a slip)
+  CHECK(by_tokens[1590] == 11556);   // 480p images (30 x 53 patches, not a ceiling's 1,620)
   CHECK(epoch.size() == 102000);     // 100,000 images and 2,000 videos
 }
 

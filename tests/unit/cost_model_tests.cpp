@@ -96,7 +96,7 @@ TEST_CASE("Cost.Analytic.recompute_trades_time_for_memory") {
   CHECK(m.seconds(s, full) > m.seconds(s, half));
   CHECK(m.seconds(s, half) > m.seconds(s, none));
   CHECK(m.seconds(s, selective) > m.seconds(s, none));
-  // Full recompute repeats the forward: dense work grows by about 4/3 (perf-model §2.2).
+  // Full recompute repeats the forward: dense work grows by about 4/3 (docs/cost-sources.md §2.2).
   micro_batch_shape dense{1, 32768, 32768, 0.0};
   CHECK(m.compute_seconds(dense, full) / m.compute_seconds(dense, none) ==
         doctest::Approx(4.0 / 3.0).epsilon(0.02));
@@ -145,7 +145,8 @@ TEST_CASE("Cost.Analytic.logits_dominate_long_sequences_unless_chunked") {
   const analytic_cost_model plain(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
   const analytic_cost_model fused(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()), chunked);
   const auto s = micro_batch_shape::of(text_sample(0, 65536));
-  // 6 bytes per vocabulary entry per token: 65536 * 128256 * 6 ≈ 47 GiB (perf-model §4.2).
+  // 6 bytes per vocabulary entry per token: 65536 * 128256 * 6 ≈ 47 GiB
+  // (docs/cost-sources.md §4.2).
   CHECK(plain.peak_bytes(s, at(1)) - fused.peak_bytes(s, at(1)) ==
         doctest::Approx(6.0 * 128256.0 * (65536.0 - 8192.0)).epsilon(1e-9));
 }

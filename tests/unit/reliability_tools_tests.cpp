@@ -149,8 +149,8 @@ std::vector<dcp::sample> text_batch(const std::vector<std::int64_t>& lengths) {
 }
 
 // Two long samples and short ones on 16 H100: planned as more than one micro-step, whose token
-// counts change when the lengths are reversed (with one micro-step holding the whole batch,
-// as the 98,304-token example of docs/plan-format.md now gets, any order would match).
+// counts change when the lengths are reversed (with one micro-step holding the whole batch, as
+// the same batch without the 65,536-token sample gets, any order would match).
 const std::vector<std::int64_t> some_lengths = {98304, 65536, 16384, 8000, 4000, 3000, 2000, 1000, 1000,
                                                 800,   600,   500,   500,  400,  300,  200,  100};
 

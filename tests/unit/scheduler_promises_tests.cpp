@@ -1,4 +1,5 @@
-// The promises of DESIGN §4 as property tests over seeded heavy-tailed batches.
+// The promises of docs/planner.md ("The promises and their tests") as property tests over
+// seeded heavy-tailed batches.
 
 #include <doctest/doctest.h>
 

@@ -85,7 +85,8 @@ TEST_CASE("Sim.Truth.attention_efficiency_rises_with_length") {
     forward = truth.attention_forward_efficiency(s);
     backward = truth.attention_backward_efficiency(s);
   }
-  // The fitted curves reproduce every point of the FA3 table (perf-model §1.2) within 3.5%.
+  // The fitted curves reproduce every point of the FA3 table (docs/cost-sources.md §1.2) within
+  // 3.5%.
   for (std::size_t k = 0; k < c.fa3_lengths.size(); ++k) {
     CAPTURE(c.fa3_lengths[k]);
     const double fwd = c.fa3_forward_tflops[k] * 1e12 / c.fa3_reference_peak_flops;

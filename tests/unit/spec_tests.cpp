@@ -27,7 +27,7 @@ TEST_CASE("Spec.Models.parameter_counts_within_2_percent_of_published") {
     CAPTURE(model.name);
     const double ratio = static_cast<double>(model.total_params()) / params;
     CAPTURE(ratio);
-    // Wan's "14B" is a rounded name; its configuration gives 14.29 B (perf-model.md §6).
+    // Wan's "14B" is a rounded name; its configuration gives 14.29 B (docs/cost-sources.md §6).
     CHECK(std::abs(ratio - 1.0) <= (model.name == "Wan2.1-14B" ? 0.025 : 0.02));
   }
   CHECK(models::llama3_8b().total_params() == 8'030'261'248);

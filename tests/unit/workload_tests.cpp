@@ -227,7 +227,7 @@ TEST_CASE("Workload.Wikipedia.table_matches_data_file") {
 }
 
 TEST_CASE("Workload.Wikipedia.matches_quantiles") {
-  // Published (../shared/research/peers.md §3 A): median 347, p99 10,921, p99.9 37,367,
+  // Published for the Wikipedia lengths: median 347, p99 10,921, p99.9 37,367,
   // mean 1,014. Tolerances hold over 30 seeds at this sample size with room to spare.
   const std::uint64_t seed = 2024;
   CAPTURE(seed);
@@ -238,7 +238,7 @@ TEST_CASE("Workload.Wikipedia.matches_quantiles") {
   CHECK(mean(lengths) == doctest::Approx(1014).epsilon(0.04));
   CHECK(lengths.front() >= 1);
   CHECK(lengths.back() <= 1823777);
-  // Tail mass (peers.md §3 A): 4.4% of documents above 4K carry 43% of the tokens.
+  // Tail mass: 4.4% of documents above 4K carry 43% of the tokens.
   const auto above_4k = share_at_least(lengths, 4097);
   CHECK(above_4k.samples == doctest::Approx(0.044).epsilon(0.05));
   CHECK(above_4k.tokens == doctest::Approx(0.43).epsilon(0.06));
@@ -329,7 +329,7 @@ TEST_CASE("Workload.LongSft.bimodal_shares") {
 }
 
 TEST_CASE("Workload.LongContext.matches_bytescale_shares") {
-  // ByteScale Byted corpus (peers.md §3 B): ~80% of samples <= 4K; 1% >= 128K carrying 44.3%
+  // ByteScale Byted corpus (Fig. 4 text): ~80% of samples <= 4K; 1% >= 128K carrying 44.3%
   // of tokens; 0.05% >= 2M carrying 12.1%; 37% of tokens in samples > 256K.
   // Spread over 30 seeds at 400K draws: 128K token share 0.429-0.461, 2M share 0.104-0.140.
   const std::uint64_t seed = 17;
@@ -356,7 +356,7 @@ TEST_CASE("Workload.LongContext.matches_bytescale_shares") {
 
 TEST_CASE("Workload.Video.latent_grids") {
   using shape = dcp::video_shape;
-  // 144p image: 1 latent frame of 9x16 patches = 144 tokens (dcp.md §4.2).
+  // 144p image: 1 latent frame of 9x16 patches = 144 tokens (docs/workloads.md).
   CHECK(w::opensora_latent_shape(1, 144, 256) == shape{1, 9, 16});
   // 51/102/204/408 frames -> 15/30/60/120 latent frames (VideoSys: frames * 5 // 17).
   CHECK(w::opensora_latent_shape(51, 240, 426) == shape{15, 15, 27});
@@ -374,7 +374,7 @@ TEST_CASE("Workload.Video.zipf_order_matches_videosys") {
   const auto& buckets = mix.buckets();
   REQUIRE(buckets.size() == 25);
   // Per-bucket counts of VideoSys's DummyVariableVideoTextDataset for 2,000 videos and
-  // 100,000 images (dcp.md §4.2, reproduced from the repository's formula), in its order.
+  // 100,000 images (reproduced from the repository's formula), in its order.
   struct expected {
     const char* resolution;
     std::int64_t frames;

@@ -1,8 +1,8 @@
 #pragma once
 // Memory per GPU, shared by the planner's analytic model and the simulator's truth model: model
-// states under ZeRO (perf-model.md §4.1) and activations (Korthikanti et al., with FlashAttention,
-// §4.2-§4.3). Both models use the same accounting and differ in what they add around it
-// (fragmentation, buffers, constants).
+// states under ZeRO (docs/cost-sources.md §4.1) and activations (Korthikanti et al., with
+// FlashAttention, §4.2-§4.3). Both models use the same accounting and differ in what they add
+// around it (fragmentation, buffers, constants).
 
 #include <algorithm>
 #include <cstdint>

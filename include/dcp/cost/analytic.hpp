@@ -1,7 +1,7 @@
 #pragma once
 // The analytic transformer cost model: FLOPs and bytes over peak x efficiency, an alpha-beta
 // model for collectives, and a per-GPU memory model. Every formula cites its source in
-// ../shared/research/perf-model.md (section numbers below).
+// docs/cost-sources.md (section numbers below).
 
 #include <algorithm>
 #include <array>

@@ -40,9 +40,10 @@ struct calibration_options {
   double oom_margin = 0.05;
   /// Once peaks have been measured, the fraction of capacity kept free in place of the training
   /// spec's headroom_fraction (training_spec::headroom_bytes still applies). That headroom is
-  /// there because reserved bytes exceed what a model counts (fragmentation, perf-model.md §8);
-  /// measured peaks already include it, so only the low end of §8's 5-10 % is kept, for the
-  /// variation between runs. Set it to the spec's fraction to keep the budget unchanged.
+  /// there because reserved bytes exceed what a model counts (fragmentation,
+  /// docs/cost-sources.md §8); measured peaks already include it, so only the low end of §8's
+  /// 5-10 % is kept, for the variation between runs. Set it to the spec's fraction to keep the
+  /// budget unchanged.
   double measured_headroom_fraction = 0.05;
 
   friend bool operator==(const calibration_options&, const calibration_options&) = default;

@@ -2,7 +2,7 @@
 // The caption work of a diffusion transformer with cross-attention (STDiT3, Wan2.1), which
 // sequence parallelism does not split: the transformer shards only the video tokens, so every
 // GPU of a group embeds every sample's caption and projects it to keys and values in every
-// block (VideoSys attentions.py ~157, see ../shared/research/dcp.md; perf-model.md §2.3: "k/v
+// block (VideoSys attentions.py ~157; docs/cost-sources.md §2.3: "k/v
 // on n_text text tokens"). Shared by the planner's analytic model and the simulator's truth
 // model; every count is 0 for a model without cross-attention (decoder LMs).
 

@@ -1,6 +1,6 @@
 #pragma once
 // GEMM efficiency at small token counts from the hardware: wave quantisation of output tiles on
-// the GPU's streaming multiprocessors (../shared/research/perf-model.md §1.1 for the SM counts,
+// the GPU's streaming multiprocessors (docs/cost-sources.md §1.1 for the SM counts,
 // §5 "eta_g saturates with n"). A GEMM of M token rows and output width N is cut into
 // ceil(M / 128) x ceil(N / 256) tiles (the 128 x 256 CTA tile of Hopper's CUTLASS/cuBLAS BF16
 // kernels); the SMs run them in ceil(tiles / SMs) waves, so at few tokens per GPU most SMs idle.

@@ -1,5 +1,5 @@
 #pragma once
-// The honest bound of DESIGN §4.6: no plan finishes its micro-steps sooner than
+// The honest bound of docs/planner.md ("The lower bound"): no plan finishes sooner than
 //   max( Σ_i w_i / P ,  max_i min_d T_i(d) ),   w_i = min_d d·(m_i(d) + t_i·ρ(d))
 // — all work spread perfectly at each sample's most efficient feasible config, and the longest
 // sample at its fastest config. m_i(d) is the cost model's marginal time of sample i (what it

@@ -26,7 +26,7 @@ struct micro_step {
   std::vector<std::uint64_t> sample_ids{};
   std::int64_t tokens = 0;
   std::int64_t loss_units = 0;   ///< tokens or samples counted by the loss normalisation
-  double loss_scale = 0;         ///< multiply this micro-batch's mean loss by it (DESIGN §4.5)
+  double loss_scale = 0;         ///< multiply this micro-batch's mean loss by it (docs/planner.md)
   double start_seconds = 0;      ///< predicted start within the step
   double seconds = 0;            ///< predicted duration
   double peak_bytes = 0;         ///< predicted peak bytes on each GPU of the group

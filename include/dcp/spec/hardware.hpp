@@ -1,5 +1,5 @@
 #pragma once
-// GPUs and clusters. Constants from ../shared/research/perf-model.md §1 (datasheets, nccl-tests).
+// GPUs and clusters. Constants from docs/cost-sources.md §1 (datasheets, nccl-tests).
 
 #include <bit>
 #include <cstdint>

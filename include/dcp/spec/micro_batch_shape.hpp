@@ -19,7 +19,7 @@ struct micro_batch_shape {
   std::int64_t longest = 0;  ///< tokens of the longest sample
   /// Self-attention (query, key) pairs per layer, averaged over the model's layers: causal s²/2,
   /// full s², factorised (T'·S² + S·T'²)/2 for half spatial and half temporal blocks
-  /// (perf-model.md §2.1 and §2.3). Packed micro-batches add per sample, never (Σs)².
+  /// (docs/cost-sources.md §2.1 and §2.3). Packed micro-batches add per sample, never (Σs)².
   double attention_pairs = 0;
 
   [[nodiscard]] static double pairs_of(const sample& s) noexcept {

@@ -74,7 +74,7 @@ struct model_spec {
       return p;
     }
     // DiT block: self-attention and cross-attention (q, k, v, o with biases), MLP, adaLN table
-    // and q/k norms (perf-model.md §2.3 and §6).
+    // and q/k norms (docs/cost-sources.md §2.3 and §6).
     const Int attention_params = 4 * h * h + 4 * h;
     Int p = attention_params + mlp_params + 6 * h + 2 * h;
     if (has_cross_attention()) p += attention_params;
@@ -181,7 +181,7 @@ inline std::ostream& operator<<(std::ostream& os, const model_spec& m) {
 }
 
 /// Presets. Configs from the public model configs as collected in
-/// ../shared/research/perf-model.md §6.
+/// docs/cost-sources.md §6.
 namespace models {
 
 [[nodiscard]] inline model_spec llama3_8b() {

@@ -75,10 +75,10 @@ struct training_spec {
   int zero_stage = 1;                       ///< ZeRO stage over the whole data-parallel world
   /// Memory kept free on every GPU for allocator fragmentation and what the model does not
   /// count: the larger of headroom_bytes and headroom_fraction of the capacity. The default is
-  /// the top of the 5-10 % that perf-model.md §8 recommends ("reserved > allocated").
+  /// the top of the 5-10 % that docs/cost-sources.md §8 recommends ("reserved > allocated").
   double headroom_bytes = 0;
   double headroom_fraction = 0.10;
-  double runtime_reserve_bytes = 3.0 * gib; ///< CUDA context and NCCL buffers (perf-model §4.1)
+  double runtime_reserve_bytes = 3.0 * gib;  ///< CUDA context, NCCL (docs/cost-sources.md §4.1)
   sequence_parallel sp = sequence_parallel::ulysses;
   loss_normalisation normalise_by = loss_normalisation::tokens;
   bool chunked_cross_entropy = false;       ///< fused/chunked CE: no full logits tensor

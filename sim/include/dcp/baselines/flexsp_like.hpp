@@ -5,7 +5,7 @@
 //
 // Source: FlexSP (Wang et al., ASPLOS'25, arXiv 2412.01523) and its code,
 // PKU-DAIR/Hetu-Galvatron branch `flexsp`, galvatron/flexsp_solver/solver.py. Notes:
-// ../shared/research/peers.md §2.1.
+// docs/baselines.md.
 //  1. Sequence Blaster: M_min = ceil(batch tokens / cluster token capacity); every
 //     M in [M_min, M_min + 5) is tried; for each, the length-sorted batch is cut into M
 //     contiguous chunks minimising the largest chunk's tokens (memory balance).

@@ -5,8 +5,7 @@
 // Source: NVIDIA/Megatron-LM dev branch, `DpBalancedScheduler.get_groups_and_subsamples` in
 // megatron/core/datasets/data_schedule.py (`--sequence-packing-scheduler dp_balanced`), run by
 // examples/dynamic_context_parallel/benchmark_dcp.sh as the baseline (`--context-parallel-size
-// 4 --max-seqlen-per-dp-cp-rank 2048`, no recompute flags). Notes: ../shared/research/peers.md
-// §2.8.
+// 4 --max-seqlen-per-dp-cp-rank 2048`, no recompute flags). Notes: docs/baselines.md.
 //
 // The algorithm, per global batch: samples in the data loader's order are packed into THD
 // packs of at most max_seqlen_per_dp_cp_rank × cp tokens (a sample that does not fit closes

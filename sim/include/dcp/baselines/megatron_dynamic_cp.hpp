@@ -8,7 +8,7 @@
 //  - variant::balanced: main's BalancedCPScheduler, `next_hdp_group` in
 //    megatron/core/pipeline_parallel/hybrid_cp_schedule.py (make_buckets_equal,
 //    trim_overload, fill_empty_gpus).
-// Notes: ../shared/research/peers.md §2.8 and dcp.md §6.1.
+// Notes: docs/baselines.md.
 //
 // The algorithm, per global batch: sort by length descending; CP size per sample = the smallest
 // power of two cp with length / cp <= max_seqlen_per_dp_cp_rank (and >= min_cp); workload
@@ -27,7 +27,7 @@
 //    from the cost model, like every other policy.
 //  - max_seqlen_per_dp_cp_rank is the knob a Megatron user tunes. The default, 2048, is the
 //    documented one: examples/dynamic_context_parallel's benchmark script
-//    (MAX_SEQLEN_PER_DP_CP_RANK=2048, the README's benchmark; peers.md §2.8); the flag itself
+//    (MAX_SEQLEN_PER_DP_CP_RANK=2048, the README's benchmark); the flag itself
 //    has no default (dynamic CP requires it). Set to 0, it is tuned per batch (our variant,
 //    `megatron-dcp-tuned` in dcp-sim): the capacity C (the most tokens one GPU holds while the
 //    recompute strategy keeps its lightest setting — no recomputation under pyramid_recompute)

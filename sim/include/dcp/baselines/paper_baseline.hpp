@@ -7,7 +7,7 @@
 // (videosys/training/datasets/open_sora/sampler.py, `_build_bucketized_bucket_id_access_order`:
 // each bucket cut into batches of its profiled batch size, every SP group taking one batch of
 // one bucket per iteration); the profiler keeps, for the fixed sp, the largest batch size that
-// fits. Notes: ../shared/research/dcp.md §1.2, §1.3 and §4.2.
+// fits. Notes: docs/baselines.md.
 //
 // Simplifications and adaptations:
 //  - Batch size per bucket: as VideoSys's profiler, the largest power of two whose batch of the
@@ -17,7 +17,7 @@
 //    `power_of_two_batches = false`, the largest count (binary search). `memory_fraction = 0`
 //    uses the cost model's budget instead.
 //  - VideoSys's "global interpolation" (default on for its baseline; the profiler code that does
-//    it is only partly public, dcp.md §1.2): a bucket whose batch time is above the median bucket
+//    it is only partly public): a bucket whose batch time is above the median bucket
 //    batch time gets bs × median / time when that lowers the error (1.5× weight above the
 //    median, 1× below), the new time from the cost model rather than by proportion. Batch sizes
 //    are never raised (the memory limit already binds).

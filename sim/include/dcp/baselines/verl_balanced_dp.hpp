@@ -8,8 +8,7 @@
 // (count = min(n, ceil(tokens / max_token_len)), all-reduced to the maximum over DP with
 // same_micro_num_in_dp, KK on workloads, then sorted by workload and interleaved so the smallest
 // sit at both ends); the trainer's `_balance_batch` (KK with equal_size over the DP ranks).
-// OpenRLHF's openrlhf/utils/seqlen_balancing.py copies it. Notes: ../shared/research/peers.md
-// §2.12.
+// OpenRLHF's openrlhf/utils/seqlen_balancing.py copies it. Notes: docs/baselines.md.
 //
 // Simplifications and adaptations:
 //  - ulysses_degree = 0 (default) is upstream: one Ulysses SP size for every micro-batch, the

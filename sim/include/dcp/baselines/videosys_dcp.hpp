@@ -13,7 +13,7 @@
 //    each group its gradient-accumulation count by a brute-force search for the target time
 //    that minimises an asymmetric error, and groups sorted by sp (largest first) are mapped to
 //    contiguous ranks.
-// Notes: ../shared/research/dcp.md §1.2–1.4 and peers.md §2.7; configs from
+// Notes: docs/baselines.md; configs from
 // examples/training/open_sora/configs/benchmarks/dcp_inter*.yaml.
 //
 // Simplifications and adaptations:
@@ -49,7 +49,7 @@
 //    cumulative one (upstream compares the draw with each weight, not their running sum).
 //  - `_calculate_grad_accumulation_num` is reproduced exactly (score 1.5× over the target,
 //    1× under; the per-bucket limit ceil(left samples / bs / occurrences)); the minimum
-//    accumulation (dcp.md §1.3: scale every count by ceil(min / max)) is applied when
+//    accumulation (scale every count by ceil(min / max)) is applied when
 //    min_gas > 1.
 //  - One module type: the cost model treats a model's blocks alike, so PAC's knapsack has one
 //    item (layers of the block type), value = the forward time recomputing a layer costs,

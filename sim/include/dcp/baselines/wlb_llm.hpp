@@ -4,7 +4,7 @@
 // micro-batches balanced over the data-parallel groups.
 //
 // Source: WLB-LLM (Wang et al., OSDI'25, arXiv 2503.17924), §4 and Algorithm 1; no code is
-// public. Notes: ../shared/research/peers.md §2.3.
+// public. Notes: docs/baselines.md.
 //  - Variable-length packing: a micro-batch may hold any documents up to S_max tokens (a memory
 //    cap, above the context window). Documents are sorted by length, longest first; each goes to
 //    the micro-batch with the lowest predicted workload W_a + W_l (attention quadratic, the rest

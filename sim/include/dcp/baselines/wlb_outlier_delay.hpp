@@ -4,7 +4,7 @@
 // of the N micro-batches of the step that takes them.
 //
 // Source: WLB-LLM (Wang et al., OSDI'25, arXiv 2503.17924), §4; no code is public. Notes:
-// ../shared/research/peers.md §2.3.
+// docs/baselines.md.
 //  - Levels L_1 < L_2 < ... : a document of l tokens with l >= L_1 joins level i, the last with
 //    L_i <= l; shorter documents are never held.
 //  - A level is released only when it holds N documents (N = micro-batches per step): its N

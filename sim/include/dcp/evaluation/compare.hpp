@@ -1,7 +1,7 @@
 #pragma once
 // Comparing placement policies on the same workloads: every policy plans the same batches with
 // the planner's cost model, and the simulator judges every plan on the truth model
-// (DESIGN §5). This is what dcp-sim prints and docs/results.md reports.
+// (docs/simulator.md). This is what dcp-sim prints and docs/results.md reports.
 
 #include <algorithm>
 #include <array>

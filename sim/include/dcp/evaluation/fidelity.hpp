@@ -315,7 +315,7 @@ template <class Placement>
 
 // ---- FlexSP ------------------------------------------------------------------------------------
 
-/// FlexSP's cluster (arXiv 2412.01523; peers.md §2.1): 8 nodes of 8 A100-40GB with NVLink,
+/// FlexSP's cluster (arXiv 2412.01523): 8 nodes of 8 A100-40GB with NVLink,
 /// nodes joined by 400 Gb/s InfiniBand, taken as one 400 Gb/s link per node shared by its 8
 /// GPUs at NCCL's 96 % of line rate (nccl-tests#267): 6 GB/s per GPU. FlexSP's own all-to-all
 /// table (train_dist.py: 10.3 / 5.9 / 4.9 GB/s at SP 16 / 32 / 64) is of that size.

@@ -10,7 +10,7 @@
 // (DummyVariableVideoTextDataset: 2,000 videos and 50 x 2,000 images, Zipf alpha 3, offset 5),
 // train.py (one optimizer step per iteration; the logged throughput is the sum of latent
 // tokens / sp_size over the epoch, over its time) and the chart assets/figures/dcp_speedup.png
-// as read in ../shared/research/dcp.md §4.1 (short-sequence-dominated: DCP-intra 1.55x,
+// as published (short-sequence-dominated: DCP-intra 1.55x,
 // DCP-inter 2.12x, DCP-inter+PAC 2.48x over the baseline; the GPU type is not stated, the paper
 // uses H200).
 //
@@ -57,7 +57,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
 /// The dummy dataset of one VideoSys benchmark epoch: each pool (`videos` clips, 50 x as many
 /// images) apportioned over its buckets by their Zipf weights, each count rounded and the most
 /// frequent bucket absorbing the difference to the pool size (this reproduces every count of
-/// dcp.md §4.2: 100,000 images and 2,000 videos); ids 0, 1, ... in bucket order.
+/// the dummy dataset: 100,000 images and 2,000 videos); ids 0, 1, ... in bucket order.
 [[nodiscard]] inline std::vector<sample> videosys_epoch(const workload::opensora_video_mix& mix,
                                                         std::int64_t videos = 2000) {
   const double image_share = mix.parameters().image_share;

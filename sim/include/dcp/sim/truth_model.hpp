@@ -4,7 +4,7 @@
 // so the library's lower bound and recompute strategies run on it unchanged, and it exposes the
 // pieces the event simulator needs (compute, NVLink time, bytes through the NIC, latencies).
 //
-// Every constant names its source in ../shared/research/perf-model.md (section numbers below;
+// Every constant names its source in docs/cost-sources.md (section numbers below;
 // [S] sourced, [D] derived there or here, [R] recalled planning value). docs/simulator.md lists
 // them and the approximations. Nothing here is fitted to the planner or to our plans.
 

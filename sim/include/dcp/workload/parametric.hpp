@@ -143,7 +143,7 @@ inline std::ostream& operator<<(std::ostream& os, const lognormal_lengths& d) {
 /// Truncated Pareto lengths: density proportional to x^-(alpha+1) on [min_tokens,
 /// max_tokens + 1), drawn by inverting its CDF, then truncated to whole tokens, so every length
 /// lies in [min_tokens, max_tokens]. alpha near 0 is log-uniform; alpha below 2 is the
-/// infinite-variance tail that web and code corpora show (peers.md §3 A: Hill alpha 1.5-1.9).
+/// infinite-variance tail that web and code corpora show (Hill alpha 1.5-1.9).
 class pareto_lengths {
 public:
   struct params {

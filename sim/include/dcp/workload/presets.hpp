@@ -1,5 +1,5 @@
 #pragma once
-// Named text workloads from the peers' papers and benchmarks (../shared/research/peers.md §3),
+// Named text workloads from the peers' papers and benchmarks (docs/workloads.md),
 // each with its source. The Wikipedia profile is empirical_profile::wikipedia().
 
 #include <cstdint>
@@ -31,7 +31,7 @@ using long_sft_distribution = mixture<lognormal_lengths, lognormal_lengths>;
 [[nodiscard]] inline long_sft_distribution llama3_long_sft() {
   constexpr std::int64_t context = 131072;  // Llama 3.1 context window, 128K tokens
   return long_sft_distribution(
-      {0.9989, 0.0011},  // sample shares, Skrull quoting Llama 3 (peers.md §3 D)
+      {0.9989, 0.0011},  // sample shares, Skrull quoting Llama 3
       lognormal_lengths({.mean_tokens = 1000,  // "mean ~1K", Skrull
                          .log_sigma = 1.0,     // our choice: median ~607, p99 ~6.2K
                          .max_tokens = context}),
@@ -43,7 +43,7 @@ using long_sft_distribution = mixture<lognormal_lengths, lognormal_lengths>;
 using long_context_distribution = mixture<lognormal_lengths, pareto_lengths, pareto_lengths>;
 
 /// A long-context pretraining corpus calibrated to ByteScale's production data (Byted, Fig. 4
-/// text; peers.md §3 B): ~80% of samples <= 4K, 1% >= 128K carrying ~44.3% of the tokens,
+/// text): ~80% of samples <= 4K, 1% >= 128K carrying ~44.3% of the tokens,
 /// 0.05% >= 2M carrying ~12.1%, ~37% of tokens in samples > 256K. Three parts whose sample
 /// shares are the published ones (80% / 19% / 1%):
 ///   short  <= 4K       lognormal, mean 1024, sigma 1.0, resampled into [1, 4096];

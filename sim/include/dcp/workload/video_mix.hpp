@@ -4,7 +4,7 @@
 // Sources: VideoSys examples/training/open_sora/configs/benchmarks/*.yaml (buckets, zipf
 // offset 5, one 0.56 aspect ratio per resolution), videosys/training/datasets/open_sora/
 // datasets.py (DummyVariableVideoTextDataset: alpha 3, separate image and video pools, bucket
-// order), and ../shared/research/dcp.md §4.2.
+// order); docs/workloads.md.
 
 #include <algorithm>
 #include <cmath>
@@ -101,7 +101,7 @@ public:
     std::vector<std::int64_t> frame_counts = {1, 51, 102, 204, 408};  // bucket_config frames
     double zipf_exponent = 3.0;  // zipf_alpha = 3.0, datasets.py
     double zipf_offset = 5;      // zipf_offset: 5, benchmark yaml
-    /// 50 images per video: image_mixing_type exclusive, image_mixing_frac 50 (dcp.md §4.2:
+    /// 50 images per video: image_mixing_type exclusive, image_mixing_frac 50 (the dummy dataset:
     /// 100,000 images beside 2,000 videos).
     double image_share = 50.0 / 51.0;
     zipf_order order = zipf_order::frames_times_height;
