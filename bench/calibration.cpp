@@ -8,11 +8,11 @@
 //
 // ./build/bench/dcp_bench_calibration
 
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include "dcp/cost/calibrated.hpp"
 #include "dcp/dcp.hpp"
@@ -35,8 +35,9 @@ std::vector<observation> truth_observations(std::size_t count, std::uint64_t see
   workload::rng random(seed);
   std::vector<observation> out;
   while (out.size() < count) {
-    const execution_config c{std::int64_t{1} << (random() % 4), sequence_parallel::ulysses,
-                             random() % 2 ? recompute_setting::none() : recompute_setting::full(32)};
+    const execution_config c{
+        std::int64_t{1} << (random() % 4), sequence_parallel::ulysses,
+        random() % 2 ? recompute_setting::none() : recompute_setting::full(32)};
     micro_batch_shape s;
     for (std::uint64_t i = 0, n = 1 + random() % 16; i < n; ++i)
       s += micro_batch_shape::of(pool[random() % pool.size()]);
@@ -50,7 +51,8 @@ void BM_Refit(benchmark::State& state) {
   const auto count = static_cast<std::size_t>(state.range(0));
   calibration_options options;
   options.window = count;
-  calibrated<analytic_cost_model> model(analytic_cost_model(models::llama3_8b(), four_nodes()), options);
+  calibrated<analytic_cost_model> model(analytic_cost_model(models::llama3_8b(), four_nodes()),
+                                        options);
   const auto observations = truth_observations(count, 7);
   model.observe(observations);  // the window is full from here on
   for (auto _ : state) {
@@ -60,7 +62,11 @@ void BM_Refit(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(count));
   state.SetComplexityN(static_cast<std::int64_t>(count));
 }
-BENCHMARK(BM_Refit)->RangeMultiplier(4)->Range(64, 4096)->Unit(benchmark::kMillisecond)->Complexity();
+BENCHMARK(BM_Refit)
+    ->RangeMultiplier(4)
+    ->Range(64, 4096)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity();
 
 std::vector<sample> wikipedia_batch() {
   auto drawn = workload::draw_samples(workload::wikipedia(), 1000, 42);

@@ -9,7 +9,7 @@
 //
 // ./build/bench/dcp_bench_json_reader --benchmark_filter=BM_ReadPlanJson
 
-#include <benchmark/benchmark.h>
+#include "dcp/plan/json_reader.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -18,9 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include <benchmark/benchmark.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/plan/json.hpp"
-#include "dcp/plan/json_reader.hpp"
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/empirical_profile.hpp"
 

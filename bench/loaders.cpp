@@ -9,7 +9,7 @@
 // Each reports bytes/s and the complexity fit over its argument (O(N) expected).
 // ./build-tools/bench/dcp_bench_loaders --benchmark_filter=BM_OneLongLine
 
-#include <benchmark/benchmark.h>
+#include "dcp/workload/loaders.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "dcp/workload/loaders.hpp"
+#include <benchmark/benchmark.h>
 
 namespace {
 
@@ -54,7 +54,11 @@ void BM_ReadLengths(benchmark::State& state) {
   state.SetComplexityN(static_cast<std::int64_t>(text.size()));
   state.counters["samples"] = static_cast<double>(samples);
 }
-BENCHMARK(BM_ReadLengths)->RangeMultiplier(8)->Range(1 << 12, 1 << 21)->Unit(benchmark::kMillisecond)->Complexity(benchmark::oN);
+BENCHMARK(BM_ReadLengths)
+    ->RangeMultiplier(8)
+    ->Range(1 << 12, 1 << 21)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oN);
 
 void BM_ReadVideoCsv(benchmark::State& state) {
   const std::string text = video_text(state.range(0));
@@ -68,7 +72,11 @@ void BM_ReadVideoCsv(benchmark::State& state) {
   state.SetComplexityN(static_cast<std::int64_t>(text.size()));
   state.counters["samples"] = static_cast<double>(samples);
 }
-BENCHMARK(BM_ReadVideoCsv)->RangeMultiplier(8)->Range(1 << 12, 1 << 21)->Unit(benchmark::kMillisecond)->Complexity(benchmark::oN);
+BENCHMARK(BM_ReadVideoCsv)
+    ->RangeMultiplier(8)
+    ->Range(1 << 12, 1 << 21)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oN);
 
 /// One line of `bytes` bytes that reads as one sample: blanks, then "4096".
 std::string long_line(std::int64_t bytes) {
@@ -85,7 +93,11 @@ void BM_OneLongLine(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(text.size()));
   state.SetComplexityN(static_cast<std::int64_t>(text.size()));
 }
-BENCHMARK(BM_OneLongLine)->RangeMultiplier(4)->Range(1 << 20, 1 << 28)->Unit(benchmark::kMillisecond)->Complexity(benchmark::oN);
+BENCHMARK(BM_OneLongLine)
+    ->RangeMultiplier(4)
+    ->Range(1 << 20, 1 << 28)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oN);
 
 void BM_OneLongLineTinyBlocks(benchmark::State& state) {
   const std::string text = long_line(state.range(0));
@@ -93,13 +105,17 @@ void BM_OneLongLineTinyBlocks(benchmark::State& state) {
     std::istringstream in(text);
     std::size_t longest = 0;
     w::detail::for_each_line(
-        in, "bench", [&](std::int64_t, std::string_view line) { longest = std::max(longest, line.size()); },
-        64);
+        in, "bench",
+        [&](std::int64_t, std::string_view line) { longest = std::max(longest, line.size()); }, 64);
     benchmark::DoNotOptimize(longest);
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(text.size()));
   state.SetComplexityN(static_cast<std::int64_t>(text.size()));
 }
-BENCHMARK(BM_OneLongLineTinyBlocks)->RangeMultiplier(4)->Range(1 << 16, 1 << 24)->Unit(benchmark::kMillisecond)->Complexity(benchmark::oN);
+BENCHMARK(BM_OneLongLineTinyBlocks)
+    ->RangeMultiplier(4)
+    ->Range(1 << 16, 1 << 24)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oN);
 
 }  // namespace

@@ -10,17 +10,18 @@
 //
 // ./build/bench/dcp_bench_planner --benchmark_filter=BM_Plan
 
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include <benchmark/benchmark.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/empirical_profile.hpp"
+
 #include "wikipedia_samples.hpp"
 
 namespace {
@@ -34,7 +35,8 @@ void BM_Plan(benchmark::State& state) {
   const auto count = static_cast<std::size_t>(state.range(0));
   training_spec training;
   training.sp = Style;
-  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(Gpus / 8, gpus::h200_sxm()), training);
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(Gpus / 8, gpus::h200_sxm()),
+                                 training);
   const DataCentricScheduler<> scheduler(cost);
   const auto batch = wikipedia_samples(count, 42);
   double gap = 0;
@@ -56,7 +58,10 @@ BENCHMARK(BM_Plan<1024>)
     ->Unit(benchmark::kMillisecond)
     ->Complexity();
 // The style chosen per micro-batch: every degree evaluates each style it allows.
-BENCHMARK(BM_Plan<32, sequence_parallel::automatic>)->Name("BM_Plan_auto<32>")->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan<32, sequence_parallel::automatic>)
+    ->Name("BM_Plan_auto<32>")
+    ->Arg(1000)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Plan<1024, sequence_parallel::automatic>)
     ->Name("BM_Plan_auto<1024>")
     ->Arg(32000)
@@ -92,7 +97,8 @@ void BM_Quality(benchmark::State& state) {
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
   balanced_placement exact;
   exact.exact_best_static = true;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, balanced_placement>
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             balanced_placement>
       scheduler(cost, {}, {}, exact);
   constexpr int batches = 200;
   std::vector<double> gaps, ratios;

@@ -18,8 +18,6 @@
 //   ./build/bench/dcp_bench_planning_time   (one command line: glibc keeps all freed memory,
 //                                            docs/planner.md "Planning time")
 
-#include <benchmark/benchmark.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -32,9 +30,12 @@
 #include <utility>
 #include <vector>
 
+#include <benchmark/benchmark.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/empirical_profile.hpp"
+
 #include "wikipedia_samples.hpp"
 
 // Heap accounting: every allocation of this program is counted, so the peak a plan call holds
@@ -47,9 +48,11 @@ void* counted_alloc(std::size_t bytes) {
   void* p = std::malloc(bytes + 16);
   if (p == nullptr) throw std::bad_alloc();
   *static_cast<std::size_t*>(p) = bytes;
-  const auto now = live_bytes.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
+  const auto now =
+      live_bytes.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
   auto peak = peak_bytes.load();
-  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {}
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
+  }
   return static_cast<char*>(p) + 16;
 }
 
@@ -135,7 +138,8 @@ void BM_PlanningTimeRecorded(benchmark::State& state) {
 }
 
 void BM_Ratios(benchmark::State& state) {
-  for (auto _ : state) {}
+  for (auto _ : state) {
+  }
   const auto& m = seconds_per_plan();
   const auto ratio = [&](std::int64_t big, std::int64_t small, bool by_cpu) {
     const auto b = m.find({1024, big});

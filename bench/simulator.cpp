@@ -16,15 +16,16 @@
 //
 // ./build/bench/dcp_bench_simulator --benchmark_filter=BM_Simulate
 
-#include <benchmark/benchmark.h>
+#include "dcp/sim/simulator.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include <benchmark/benchmark.h>
+
 #include "dcp/baselines/verl_balanced_dp.hpp"
 #include "dcp/dcp.hpp"
-#include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_bound.hpp"
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/empirical_profile.hpp"
@@ -103,11 +104,15 @@ void BM_TruthVsPlanner(benchmark::State& state) {
   state.counters["prediction_error_max"] = error_max;
   state.counters["oom_events"] = static_cast<double>(ooms);
 }
-BENCHMARK(BM_TruthVsPlanner)->Name("BM_TruthVsPlanner/Wikipedia1M")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TruthVsPlanner)
+    ->Name("BM_TruthVsPlanner/Wikipedia1M")
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_KarmarkarKarp(benchmark::State& state) {
   std::vector<double> values;
-  for (const auto& s : wikipedia_samples(state.range(0), 42)) values.push_back(baselines::verl_workload(s.tokens));
+  for (const auto& s : wikipedia_samples(state.range(0), 42))
+    values.push_back(baselines::verl_workload(s.tokens));
   const auto k = static_cast<std::size_t>(state.range(1));
   const bool equal_size = state.range(2) != 0;
   for (auto _ : state) {

@@ -13,7 +13,8 @@
 namespace dcp::bench {
 
 inline std::vector<sample> wikipedia_samples(std::size_t count, std::uint64_t seed) {
-  auto drawn = workload::draw_samples(workload::wikipedia(), static_cast<std::int64_t>(count), seed);
+  auto drawn =
+      workload::draw_samples(workload::wikipedia(), static_cast<std::int64_t>(count), seed);
   auto split = workload::split_to_context(drawn, 65536).samples;
   split.resize(std::min(split.size(), count));
   return split;

@@ -11,7 +11,7 @@ int main() {
   const DataCentricScheduler<> scheduler(cost);  // defaults: varlen buckets, selective-pyramid
                                                  // recompute, balanced placement
 
-  std::vector<sample> batch;  // every rank builds the same list from the global batch
+  std::vector<sample> batch;               // every rank builds the same list from the global batch
   batch.push_back(text_sample(0, 65536));  // one long document...
   for (std::uint64_t id = 1; id <= 600; ++id)  // ...and many short ones
     batch.push_back(text_sample(id, 200 + static_cast<std::int64_t>(id * 37 % 3000)));

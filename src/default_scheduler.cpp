@@ -7,4 +7,4 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 template class DataCentricScheduler<>;
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

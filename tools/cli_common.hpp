@@ -44,8 +44,8 @@ Integer parse_integer(std::string_view flag, std::string_view text, Integer mini
     return "[" + std::to_string(minimum) + ", " + std::to_string(maximum) + "]";
   };
   const auto all_digits = [](std::string_view digits) {
-    return !digits.empty() && std::all_of(digits.begin(), digits.end(),
-                                          [](char c) { return c >= '0' && c <= '9'; });
+    return !digits.empty() &&
+           std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   Integer value{};
   const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -215,8 +215,9 @@ int run_tool(std::string_view tool, std::ostream& err, Body&& body) noexcept {
       err << tool << ": " << printable(e.what()) << '\n';
       return 1;
     } catch (const std::bad_alloc&) {
-      err << tool << ": out of memory (the batch, or what the options ask for, is too large "
-                     "for this machine)\n";
+      err << tool
+          << ": out of memory (the batch, or what the options ask for, is too large "
+             "for this machine)\n";
       return 1;
     } catch (const std::exception& e) {
       err << tool << ": " << printable(e.what()) << '\n';
@@ -227,4 +228,4 @@ int run_tool(std::string_view tool, std::ostream& err, Body&& body) noexcept {
   }
 }
 
-}  // namespace dcp::tool
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::tool

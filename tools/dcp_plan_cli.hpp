@@ -23,10 +23,10 @@
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/training.hpp"
+
 #include "cli_common.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::tool {
-
 
 enum class recompute_choice : std::uint8_t { none, full, selective, pyramid, selective_pyramid };
 enum class bucketing_choice : std::uint8_t { varlen, log2, padding_optimal };
@@ -113,7 +113,6 @@ Exit status: 0 planned, 1 the library rejected the input (dcp::error), out of me
 that could not be written, 2 bad usage.
 )";
 }
-
 
 /// Parses the arguments after the program name. Throws usage_error naming the flag and value.
 inline plan_options parse_arguments(std::span<const std::string_view> args) {
@@ -256,7 +255,6 @@ inline plan_options parse_arguments(int argc, const char* const* argv) {
   return parse_arguments(std::span<const std::string_view>(args.data(), args.size()));
 }
 
-
 /// The cluster the options describe: --gpus N (nodes of --gpus-per-node, or one node of N when
 /// N is smaller), else --nodes x --gpus-per-node. Not validated here: the cost model does that.
 inline cluster_spec cluster_of(const plan_options& o) {
@@ -315,4 +313,4 @@ class runtime_bucketing {
 
 static_assert(bucketing_policy<runtime_bucketing>);
 
-}  // namespace dcp::tool
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::tool

@@ -22,6 +22,7 @@
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/empirical_profile.hpp"
 #include "dcp/workload/loaders.hpp"
+
 #include "cli_common.hpp"
 #include "dcp_plan_cli.hpp"
 
@@ -38,7 +39,8 @@ struct batch_description {
 
 /// The batch the options ask for: a FILE's lengths (split only when --context was given), or
 /// the default batch drawn from the Wikipedia profile and split at --context.
-inline batch_description load_batch(const plan_options& o, attention_kind attention, std::istream& in) {
+inline batch_description load_batch(const plan_options& o, attention_kind attention,
+                                    std::istream& in) {
   batch_description batch;
   if (o.input) {
     if (*o.input == "-") {
@@ -111,7 +113,7 @@ struct planned {
 };
 
 inline planned run_scheduler(const plan_options& o, const analytic_cost_model& cost,
-                      const std::vector<sample>& samples) {
+                             const std::vector<sample>& samples) {
   const runtime_bucketing bucketing(o);
   return with_recompute(o.recompute, [&](auto recompute) {
     return with_placement(o, [&](auto placement) {
@@ -151,8 +153,8 @@ inline std::string seconds_text(double seconds) {
 }
 
 inline void print_summary(std::ostream& out, const plan_options& o, const analytic_cost_model& cost,
-                   const batch_description& batch, const planned& result,
-                   const runtime_bucketing& bucketing) {
+                          const batch_description& batch, const planned& result,
+                          const runtime_bucketing& bucketing) {
   const auto& plan = result.plan;
   const auto& cluster = cost.cluster();
   const auto& training = cost.training();
@@ -168,13 +170,13 @@ inline void print_summary(std::ostream& out, const plan_options& o, const analyt
     longest = std::max(longest, s.tokens);
   }
   row("model") << cost.model().name << ", ZeRO-" << training.zero_stage << ", "
-               << to_string(training.sp) << ", headroom " << fixed(training.headroom(cluster) / gib, 1)
-               << " GiB\n";
+               << to_string(training.sp) << ", headroom "
+               << fixed(training.headroom(cluster) / gib, 1) << " GiB\n";
   row("cluster") << cluster.gpus << " x " << cluster.gpu.name << " (" << cluster.nodes() << " node"
                  << (cluster.nodes() == 1 ? "" : "s") << " x " << cluster.gpus_per_node << ")\n";
   row("batch") << grouped(static_cast<std::int64_t>(batch.samples.size())) << " samples, "
-               << grouped(tokens) << " tokens, longest " << grouped(longest) << " (" << printable(batch.source)
-               << ")\n";
+               << grouped(tokens) << " tokens, longest " << grouped(longest) << " ("
+               << printable(batch.source) << ")\n";
   if (batch.was_split && batch.split.documents_split > 0)
     row("") << grouped(batch.split.documents_split) << " document"
             << (batch.split.documents_split == 1 ? "" : "s") << " over the " << grouped(o.context)
@@ -229,7 +231,8 @@ inline void print_summary(std::ostream& out, const plan_options& o, const analyt
   // Sized to content: at 10^6 samples the counts outgrow any fixed width.
   text_table table({"degree", "micro-steps", "samples", "tokens"}, {});
   for (const auto& [degree, d] : degrees)
-    table.add_row({std::to_string(degree), grouped(d.steps), grouped(d.samples), grouped(d.tokens)});
+    table.add_row(
+        {std::to_string(degree), grouped(d.steps), grouped(d.samples), grouped(d.tokens)});
   std::ostringstream rows;
   table.print(rows);
   std::istringstream lines(rows.str());
@@ -285,4 +288,4 @@ inline int plan_main(std::span<const std::string_view> args, std::istream& in, s
   return run_tool("dcp-plan", err, [&] { return plan_detail::run(args, in, out); });
 }
 
-}  // namespace dcp::tool
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::tool

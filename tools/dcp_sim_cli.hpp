@@ -8,9 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "cli_common.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/training.hpp"
+
+#include "cli_common.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
@@ -30,9 +31,9 @@ struct sim_options_cli {
   bool workload_given = false;
   std::optional<std::string> file{};  ///< lengths (or, with --video-csv, frames,height,width)
   bool video_csv = false;
-  std::int64_t tokens = 1'000'000;         ///< global batch tokens (text scenarios)
+  std::int64_t tokens = 1'000'000;  ///< global batch tokens (text scenarios)
   bool tokens_given = false;
-  std::int64_t video_tokens = 4'000'000;   ///< global batch tokens of the default video scenario
+  std::int64_t video_tokens = 4'000'000;  ///< global batch tokens of the default video scenario
   std::int64_t context = 65536;
   bool context_given = false;
   std::int64_t steps = 50;
@@ -123,9 +124,12 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
       if (n + 1 >= args.size()) throw usage_error(std::string(flag) + " needs a value");
       return args[++n];
     };
-    if (flag == "--help" || flag == "-h") o.help = true;
-    else if (flag == "--json") o.json = true;
-    else if (flag == "--video-csv") o.video_csv = true;
+    if (flag == "--help" || flag == "-h")
+      o.help = true;
+    else if (flag == "--json")
+      o.json = true;
+    else if (flag == "--video-csv")
+      o.video_csv = true;
     else if (flag == "--model") {
       o.model = std::string(next());
       (void)model_named(o.model);
@@ -137,24 +141,27 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     } else if (flag == "--nodes") {
       o.nodes = detail::parse_integer<std::int64_t>(flag, next(), 1, 8192);
       o.nodes_given = true;
-    }
-    else if (flag == "--gpus-per-node")
+    } else if (flag == "--gpus-per-node")
       o.gpus_per_node = detail::parse_integer<std::int64_t>(flag, next(), 1, 64);
     else if (flag == "--zero") {
       o.zero_stage = detail::parse_integer<int>(flag, next(), 0, 3);
       o.zero_given = true;
     } else if (flag == "--sp") {
       const auto v = next();
-      if (const auto style = parse_sequence_parallel(v)) o.sp = *style;
-      else detail::bad_choice(flag, v, "ulysses, ring, hybrid or auto");
+      if (const auto style = parse_sequence_parallel(v))
+        o.sp = *style;
+      else
+        detail::bad_choice(flag, v, "ulysses, ring, hybrid or auto");
       o.sp_given = true;
     } else if (flag == "--workload") {
       const auto v = next();
-      if (v != "wikipedia" && v != "megatron" && v != "long-sft" && v != "long-context" && v != "opensora")
+      if (v != "wikipedia" && v != "megatron" && v != "long-sft" && v != "long-context" &&
+          v != "opensora")
         detail::bad_choice(flag, v, "wikipedia, megatron, long-sft, long-context or opensora");
       o.workload = std::string(v);
       o.workload_given = true;
-    } else if (flag == "--file") o.file = std::string(next());
+    } else if (flag == "--file")
+      o.file = std::string(next());
     else if (flag == "--tokens") {
       o.tokens = detail::parse_integer<std::int64_t>(flag, next(), 1, 1'000'000'000);
       o.video_tokens = o.tokens;
@@ -165,18 +172,23 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     } else if (flag == "--steps") {
       o.steps = detail::parse_integer<std::int64_t>(flag, next(), 1, 100000);
       o.steps_given = true;
-    } else if (flag == "--fidelity") o.fidelity = true;
-    else if (flag == "--matrix") o.matrix = true;
-    else if (flag == "--seed") o.seed = detail::parse_integer<std::uint64_t>(flag, next(), 0);
+    } else if (flag == "--fidelity")
+      o.fidelity = true;
+    else if (flag == "--matrix")
+      o.matrix = true;
+    else if (flag == "--seed")
+      o.seed = detail::parse_integer<std::uint64_t>(flag, next(), 0);
     else if (flag == "--host-cost") {
       const auto text = next();
       o.host_cost = detail::parse_non_negative(flag, text);
       if (*o.host_cost > 0.01)
-        throw usage_error("--host-cost = " + std::string(text) + " seconds per kernel, must be at most 0.01");
-    }
-    else if (flag == "--policies") {
+        throw usage_error("--host-cost = " + std::string(text) +
+                          " seconds per kernel, must be at most 0.01");
+    } else if (flag == "--policies") {
       std::string_view list = next();
-      if (list.empty()) throw usage_error("--policies: empty list; name at least one policy, or leave --policies out for all");
+      if (list.empty())
+        throw usage_error(
+            "--policies: empty list; name at least one policy, or leave --policies out for all");
       while (!list.empty()) {
         const auto comma = list.find(',');
         const auto name = list.substr(0, comma);
@@ -185,23 +197,29 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
         if (comma == std::string_view::npos) break;
         list.remove_prefix(comma + 1);
       }
-    } else if (flag == "--out") o.out = std::string(next());
-    else if (flag == "--plan") o.plan = std::string(next());
-    else throw usage_error("unknown option '" + std::string(args[n]) + "'");
+    } else if (flag == "--out")
+      o.out = std::string(next());
+    else if (flag == "--plan")
+      o.plan = std::string(next());
+    else
+      throw usage_error("unknown option '" + std::string(args[n]) + "'");
   }
   if (o.video_csv && !o.file) throw usage_error("--video-csv needs --file");
   if (o.video_csv && model_named(o.model).family != model_family::diffusion_transformer)
     throw usage_error("--video-csv reads video latent grids, but --model " + o.model +
                       (o.model_given ? "" : " (the default)") +
                       " is a text model: name a video model, e.g. --model stdit3-xl");
-  if (o.fidelity && (o.model_given || o.workload_given || o.file || o.plan || o.out || !o.policies.empty() ||
-                     o.tokens_given || o.context_given))
-    throw usage_error("--fidelity re-enacts fixed published protocols; it takes only --json, --steps, --seed and "
-                      "--host-cost");
+  if (o.fidelity && (o.model_given || o.workload_given || o.file || o.plan || o.out ||
+                     !o.policies.empty() || o.tokens_given || o.context_given))
+    throw usage_error(
+        "--fidelity re-enacts fixed published protocols; it takes only --json, --steps, --seed and "
+        "--host-cost");
   if (o.matrix && (o.fidelity || o.file || o.plan || o.out || o.tokens_given || o.zero_given))
-    throw usage_error("--matrix sizes each cell itself; with it --model, --workload, --context, --gpu, --nodes and "
-                      "--sp keep one value of that axis, and --policies, --steps, --seed and --json apply; not "
-                      "--fidelity, --file, --plan, --out, --tokens or --zero");
+    throw usage_error(
+        "--matrix sizes each cell itself; with it --model, --workload, --context, --gpu, --nodes "
+        "and "
+        "--sp keep one value of that axis, and --policies, --steps, --seed and --json apply; not "
+        "--fidelity, --file, --plan, --out, --tokens or --zero");
   return o;
 }
 
@@ -226,4 +244,4 @@ inline training_spec sim_training_of(const sim_options_cli& o) {
   return t;
 }
 
-}  // namespace dcp::tool
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::tool

@@ -14,6 +14,7 @@
 
 #include "dcp/evaluation/fidelity.hpp"
 #include "dcp/plan/json.hpp"
+
 #include "cli_common.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::tool::sim_detail {
@@ -25,7 +26,8 @@ namespace dcp::inline DCP_ABI_NAMESPACE::tool::sim_detail {
 }
 
 /// "195.3 / 151.9 ms" for a (baseline, system) pair of seconds; "-" when not published.
-[[nodiscard]] inline std::string fidelity_steps_text(std::optional<double> baseline, std::optional<double> system) {
+[[nodiscard]] inline std::string fidelity_steps_text(std::optional<double> baseline,
+                                                     std::optional<double> system) {
   if (!baseline || !system) return "-";
   std::ostringstream os;
   const bool ms = *baseline < 1.0;
@@ -35,7 +37,8 @@ namespace dcp::inline DCP_ABI_NAMESPACE::tool::sim_detail {
 }
 
 inline void print_fidelity(std::ostream& os, const evaluation::fidelity_report& report) {
-  os << "fidelity: published protocols re-enacted on the truth model (docs/fidelity.md); bar: simulated ratio "
+  os << "fidelity: published protocols re-enacted on the truth model (docs/fidelity.md); bar: "
+        "simulated ratio "
         "within +-"
      << static_cast<int>(evaluation::fidelity_tolerance * 100) << " % of the published one\n\n";
   using align = text_table::align;
@@ -43,30 +46,34 @@ inline void print_fidelity(std::ostream& os, const evaluation::fidelity_report& 
     os << "scenario " << printable(info.name) << ": " << printable(info.source) << "\n";
     os << "  metric: " << printable(info.metric) << "\n";
     for (const auto& line : info.assumptions) os << "  assumed: " << printable(line) << "\n";
-    text_table table({"setting", "system vs baseline", "published", "simulated", "diff", "published steps",
-                      "simulated steps", "dcp", "+-15 %"},
+    text_table table({"setting", "system vs baseline", "published", "simulated", "diff",
+                      "published steps", "simulated steps", "dcp", "+-15 %"},
                      {align::left, align::left});
     std::vector<const evaluation::fidelity_row*> misses;
     for (const auto& row : report.rows) {
       if (row.scenario != info.name) continue;
       std::ostringstream diff;
-      diff << std::showpos << std::fixed << std::setprecision(1) << 100 * row.relative_difference << " %";
+      diff << std::showpos << std::fixed << std::setprecision(1) << 100 * row.relative_difference
+           << " %";
       std::string verdict = row.within_15_percent ? "yes" : "MISS";
       if (!row.within_15_percent) {
         misses.push_back(&row);
         verdict += " (" + std::to_string(misses.size()) + ")";
       }
-      table.add_row({printable(row.setting), printable(row.system + " vs " + row.baseline),
-                     fidelity_ratio_text(row.published_ratio, row.published_up_to),
-                     fidelity_ratio_text(row.simulated_ratio), diff.str(),
-                     fidelity_steps_text(row.published_baseline_seconds, row.published_system_seconds),
-                     fidelity_steps_text(row.simulated_baseline_seconds, row.simulated_system_seconds),
-                     row.ours_ratio > 0 ? fidelity_ratio_text(row.ours_ratio) : "-", verdict});
+      table.add_row(
+          {printable(row.setting), printable(row.system + " vs " + row.baseline),
+           fidelity_ratio_text(row.published_ratio, row.published_up_to),
+           fidelity_ratio_text(row.simulated_ratio), diff.str(),
+           fidelity_steps_text(row.published_baseline_seconds, row.published_system_seconds),
+           fidelity_steps_text(row.simulated_baseline_seconds, row.simulated_system_seconds),
+           row.ours_ratio > 0 ? fidelity_ratio_text(row.ours_ratio) : "-", verdict});
     }
     table.print(os, "  ");
-    os << "  steps: baseline / system; dcp: its simulated ratio over the same baseline (- where not run)\n";
+    os << "  steps: baseline / system; dcp: its simulated ratio over the same baseline (- where "
+          "not run)\n";
     for (std::size_t m = 0; m < misses.size(); ++m)
-      os << "  (" << m + 1 << ") " << printable(misses[m]->setting) << ": " << printable(misses[m]->reason) << "\n";
+      os << "  (" << m + 1 << ") " << printable(misses[m]->setting) << ": "
+         << printable(misses[m]->reason) << "\n";
     os << "\n";
   }
 }
@@ -80,8 +87,10 @@ inline void write_fidelity_json(std::ostream& os, const evaluation::fidelity_rep
     os << ':';
   };
   const auto optional_number = [&os](std::optional<double> v) {
-    if (v) write_json_number(os, *v);
-    else os << "null";
+    if (v)
+      write_json_number(os, *v);
+    else
+      os << "null";
   };
   os << "{\"fidelity\":{\"tolerance\":";
   write_json_number(os, evaluation::fidelity_tolerance);
@@ -127,8 +136,10 @@ inline void write_fidelity_json(std::ostream& os, const evaluation::fidelity_rep
       field("simulated_system_step_s");
       write_json_number(os, row.simulated_system_seconds);
       field("dcp_ratio");
-      if (row.ours_ratio > 0) write_json_number(os, row.ours_ratio);
-      else os << "null";
+      if (row.ours_ratio > 0)
+        write_json_number(os, row.ours_ratio);
+      else
+        os << "null";
       field("oom_events");
       write_json_number(os, row.oom_events);
       field("within_15_percent");
@@ -143,4 +154,4 @@ inline void write_fidelity_json(std::ostream& os, const evaluation::fidelity_rep
   os << "\n]}}\n";
 }
 
-}  // namespace dcp::tool::sim_detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::tool::sim_detail

@@ -17,6 +17,7 @@
 
 #include "dcp/evaluation/compare.hpp"
 #include "dcp/plan/json.hpp"
+
 #include "cli_common.hpp"
 #include "dcp_sim_cli.hpp"
 
@@ -49,9 +50,9 @@ struct matrix_cell {
     std::ostringstream s;
     s << "dcp-sim --model " << model << " --workload " << workload;
     if (workload != "opensora") s << " --context " << context;
-    s << " --gpu " << gpu << " --nodes " << gpus / gpus_per_node << " --gpus-per-node " << gpus_per_node
-      << " --sp " << to_string(sp) << " --zero " << zero_stage
-      << " --tokens " << tokens << " --steps " << steps;
+    s << " --gpu " << gpu << " --nodes " << gpus / gpus_per_node << " --gpus-per-node "
+      << gpus_per_node << " --sp " << to_string(sp) << " --zero " << zero_stage << " --tokens "
+      << tokens << " --steps " << steps;
     return s.str();
   }
 };
@@ -70,8 +71,10 @@ inline std::vector<matrix_cell> matrix_cells(const sim_options_cli& o) {
     const char* name;
     std::int64_t context;
   };
-  const std::vector<text_workload> text{{"wikipedia", 65536},       {"long-sft", 131072},
-                                        {"long-context", 131072},   {"long-context", 524288},
+  const std::vector<text_workload> text{{"wikipedia", 65536},
+                                        {"long-sft", 131072},
+                                        {"long-context", 131072},
+                                        {"long-context", 524288},
                                         {"long-context", 2097152}};
   const std::vector<std::string> text_models{"llama3-8b", "llama3-70b", "qwen2.5-72b"};
   const std::vector<std::string> video_models{"stdit3-xl", "wan2.1-14b"};
@@ -103,9 +106,9 @@ inline std::vector<matrix_cell> matrix_cells(const sim_options_cli& o) {
 /// One cell's outcome.
 struct matrix_row {
   matrix_cell cell;
-  std::string error{};          ///< when the cell could not run (a sample fits nowhere, ...)
-  double ours = 0;              ///< dcp, tokens/s
-  std::string best_other{};     ///< the fastest other policy (peers, variants, static layouts)
+  std::string error{};       ///< when the cell could not run (a sample fits nowhere, ...)
+  double ours = 0;           ///< dcp, tokens/s
+  std::string best_other{};  ///< the fastest other policy (peers, variants, static layouts)
   double best_other_rate = 0;
   // The same without noise (the plans simulated noise free): the fastest other may differ.
   double ours_noise_free = 0;
@@ -114,9 +117,9 @@ struct matrix_row {
   std::string best_other_noise_free{};
   double best_other_noise_free_rate = 0;
   double vs_best_static = 0;
-  double gap = 0;               ///< dcp's mean gap to the truth bound (noise free)
+  double gap = 0;  ///< dcp's mean gap to the truth bound (noise free)
   double noise = 0;
-  std::int64_t oom = 0;         ///< every policy's OOM events together
+  std::int64_t oom = 0;  ///< every policy's OOM events together
   std::int64_t ours_oom = 0;
   std::vector<std::string> skipped{};  ///< user static layouts whose rule finds none, with why
   [[nodiscard]] double ratio() const { return best_other_rate > 0 ? ours / best_other_rate : 0.0; }
@@ -130,8 +133,9 @@ struct matrix_row {
 /// cell; `known` holds the results of the same scenario's cells under fixed styles run just
 /// before (for an auto cell to reuse). `progress(done, total)` after each cell.
 template <class RunCell>
-std::vector<matrix_row> run_matrix(const sim_options_cli& o, RunCell&& run_cell,
-                                   const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {
+std::vector<matrix_row> run_matrix(
+    const sim_options_cli& o, RunCell&& run_cell,
+    const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {
   const auto cells = matrix_cells(o);
   std::vector<matrix_row> rows;
   std::int64_t done = 0;
@@ -141,7 +145,8 @@ std::vector<matrix_row> run_matrix(const sim_options_cli& o, RunCell&& run_cell,
   for (const auto& cell : cells) {
     matrix_row row{cell};
     if (!previous || previous->model != cell.model || previous->workload != cell.workload ||
-        previous->context != cell.context || previous->gpu != cell.gpu || previous->gpus != cell.gpus)
+        previous->context != cell.context || previous->gpu != cell.gpu ||
+        previous->gpus != cell.gpus)
       same_scenario.clear();
     previous = &cell;
     auto copy = o;
@@ -199,9 +204,10 @@ std::vector<matrix_row> run_matrix(const sim_options_cli& o, RunCell&& run_cell,
 inline void print_matrix(std::ostream& os, const std::vector<matrix_row>& rows, std::int64_t steps,
                          std::int64_t gpus_per_node) {
   using align = text_table::align;
-  text_table table({"model", "workload", "context", "GPUs", "gpu", "sp", "ZeRO", "dcp tokens/s", "best other",
-                    "dcp / best other", "noise free", "vs static", "gap", "noise", "OOM (all)"},
-                   {align::left, align::left});
+  text_table table(
+      {"model", "workload", "context", "GPUs", "gpu", "sp", "ZeRO", "dcp tokens/s", "best other",
+       "dcp / best other", "noise free", "vs static", "gap", "noise", "OOM (all)"},
+      {align::left, align::left});
   auto fixed = [](double v, int digits, const char* suffix = "") {
     std::ostringstream s;
     s << std::fixed << std::setprecision(digits) << v << suffix;
@@ -214,8 +220,9 @@ inline void print_matrix(std::ostream& os, const std::vector<matrix_row>& rows, 
     const std::string sp(to_string(c.sp));
     const std::string context = c.workload == "opensora" ? "-" : std::to_string(c.context);
     if (!r.error.empty()) {
-      table.add_row({c.model, c.workload, context, std::to_string(c.gpus), c.gpu, sp, std::to_string(c.zero_stage),
-                     "-", "does not run", "-", "-", "-", "-", "-", "-"});
+      table.add_row({c.model, c.workload, context, std::to_string(c.gpus), c.gpu, sp,
+                     std::to_string(c.zero_stage), "-", "does not run", "-", "-", "-", "-", "-",
+                     "-"});
       continue;
     }
     ++ran;
@@ -224,40 +231,53 @@ inline void print_matrix(std::ostream& os, const std::vector<matrix_row>& rows, 
     if (r.oom > 0) ++oom_cells;
     gap_sum += r.gap;
     gap_max = std::max(gap_max, r.gap);
-    table.add_row({c.model, c.workload, context, std::to_string(c.gpus), c.gpu, sp, std::to_string(c.zero_stage),
-                   fixed(r.ours, 0), printable(r.best_other), fixed(r.ratio(), 3, "x"),
+    table.add_row({c.model, c.workload, context, std::to_string(c.gpus), c.gpu, sp,
+                   std::to_string(c.zero_stage), fixed(r.ours, 0), printable(r.best_other),
+                   fixed(r.ratio(), 3, "x"),
                    fixed(r.noise_free_ratio(), 3, "x") +
-                       (r.best_other_noise_free == r.best_other ? "" : " (" + printable(r.best_other_noise_free) + ")"),
-                   fixed(r.vs_best_static, 3, "x"),
-                   fixed(100 * r.gap, 1, " %"), fixed(100 * r.noise, 1, " %"), std::to_string(r.oom)});
+                       (r.best_other_noise_free == r.best_other
+                            ? ""
+                            : " (" + printable(r.best_other_noise_free) + ")"),
+                   fixed(r.vs_best_static, 3, "x"), fixed(100 * r.gap, 1, " %"),
+                   fixed(100 * r.noise, 1, " %"), std::to_string(r.oom)});
   }
   table.print(os);
-  os << ran << " of " << rows.size() << " cells ran (" << steps << " steps each); dcp >= 0.995 x the best other policy in "
-     << ahead << " (" << ahead_noise_free << " without noise); mean gap to the truth bound " << fixed(ran > 0 ? 100 * gap_sum / static_cast<double>(ran) : 0.0, 1, " %")
-     << ", largest " << fixed(100 * gap_max, 1, " %") << "; cells with an OOM event (any policy): " << oom_cells << "\n";
+  os << ran << " of " << rows.size() << " cells ran (" << steps
+     << " steps each); dcp >= 0.995 x the best other policy in " << ahead << " ("
+     << ahead_noise_free << " without noise); mean gap to the truth bound "
+     << fixed(ran > 0 ? 100 * gap_sum / static_cast<double>(ran) : 0.0, 1, " %") << ", largest "
+     << fixed(100 * gap_max, 1, " %") << "; cells with an OOM event (any policy): " << oom_cells
+     << "\n";
   for (const auto& r : rows) {
     if (!r.error.empty())
-      os << "  does not run: " << r.cell.command(steps, gpus_per_node) << ": " << printable(r.error) << "\n";
+      os << "  does not run: " << r.cell.command(steps, gpus_per_node) << ": " << printable(r.error)
+         << "\n";
     for (const auto& s : r.skipped)
-      os << "  left out of " << r.cell.command(steps, gpus_per_node) << ": " << printable(s) << "\n";
+      os << "  left out of " << r.cell.command(steps, gpus_per_node) << ": " << printable(s)
+         << "\n";
   }
-  os << "best other: the fastest policy but dcp, dcp-calibrated and dcp-fixed-style (ours) and wlb-llm-delay (its queued tokens make "
-        "short runs train a cheaper mix); noise free: the same plans simulated without noise, against the fastest "
-        "other policy then (named where it differs); every cell is one dcp-sim run: dcp-sim --model M --workload W --context C "
-        "--gpu G --nodes N --sp S --zero Z --tokens T --steps S; in an auto cell every other policy runs at its best fixed "
+  os << "best other: the fastest policy but dcp, dcp-calibrated and dcp-fixed-style (ours) and "
+        "wlb-llm-delay (its queued tokens make "
+        "short runs train a cheaper mix); noise free: the same plans simulated without noise, "
+        "against the fastest "
+        "other policy then (named where it differs); every cell is one dcp-sim run: dcp-sim "
+        "--model M --workload W --context C "
+        "--gpu G --nodes N --sp S --zero Z --tokens T --steps S; in an auto cell every other "
+        "policy runs at its best fixed "
         "style (ulysses, ring or hybrid) for the run\n";
 }
 
-inline void write_matrix_json(std::ostream& os, const std::vector<matrix_row>& rows, std::int64_t steps,
-                              std::int64_t gpus_per_node) {
+inline void write_matrix_json(std::ostream& os, const std::vector<matrix_row>& rows,
+                              std::int64_t steps, std::int64_t gpus_per_node) {
   const auto string = json_string_of;
   const auto number = json_number_of;
   os << "{\"matrix\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     const auto& c = r.cell;
-    os << (i ? "," : "") << "\n {\"model\":" << string(c.model) << ",\"workload\":" << string(c.workload)
-       << ",\"context\":" << (c.workload == "opensora" ? std::string("null") : std::to_string(c.context))
+    os << (i ? "," : "") << "\n {\"model\":" << string(c.model)
+       << ",\"workload\":" << string(c.workload) << ",\"context\":"
+       << (c.workload == "opensora" ? std::string("null") : std::to_string(c.context))
        << ",\"gpus\":" << c.gpus << ",\"gpu\":" << string(c.gpu)
        << ",\"sp\":" << string(std::string(to_string(c.sp))) << ",\"zero\":" << c.zero_stage
        << ",\"tokens\":" << c.tokens << ",\"command\":" << string(c.command(steps, gpus_per_node));
@@ -266,21 +286,22 @@ inline void write_matrix_json(std::ostream& os, const std::vector<matrix_row>& r
       continue;
     }
     os << ",\"dcp_tokens_per_s\":" << number(r.ours) << ",\"best_other\":" << string(r.best_other)
-       << ",\"best_other_tokens_per_s\":" << number(r.best_other_rate) << ",\"dcp_over_best_other\":" << number(r.ratio())
+       << ",\"best_other_tokens_per_s\":" << number(r.best_other_rate)
+       << ",\"dcp_over_best_other\":" << number(r.ratio())
        << ",\"dcp_noise_free_tokens_per_s\":" << number(r.ours_noise_free);
     if (c.sp == sequence_parallel::automatic)
-      os << ",\"dcp_fixed_style_noise_free_tokens_per_s\":" << number(r.ours_fixed_style_noise_free);
-    os
-       << ",\"best_other_noise_free\":" << string(r.best_other_noise_free)
+      os << ",\"dcp_fixed_style_noise_free_tokens_per_s\":"
+         << number(r.ours_fixed_style_noise_free);
+    os << ",\"best_other_noise_free\":" << string(r.best_other_noise_free)
        << ",\"best_other_noise_free_tokens_per_s\":" << number(r.best_other_noise_free_rate)
        << ",\"dcp_over_best_other_noise_free\":" << number(r.noise_free_ratio())
-       << ",\"speedup_vs_best_static\":" << number(r.vs_best_static) << ",\"gap_to_bound\":" << number(r.gap)
-       << ",\"noise_share\":" << number(r.noise) << ",\"oom_events\":" << r.oom << ",\"dcp_oom_events\":" << r.ours_oom
-       << ",\"left_out\":[";
+       << ",\"speedup_vs_best_static\":" << number(r.vs_best_static)
+       << ",\"gap_to_bound\":" << number(r.gap) << ",\"noise_share\":" << number(r.noise)
+       << ",\"oom_events\":" << r.oom << ",\"dcp_oom_events\":" << r.ours_oom << ",\"left_out\":[";
     for (std::size_t k = 0; k < r.skipped.size(); ++k) os << (k ? "," : "") << string(r.skipped[k]);
     os << "]}";
   }
   os << "\n]}\n";
 }
 
-}  // namespace dcp::tool::sim_detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::tool::sim_detail

@@ -13,13 +13,11 @@
 // upper bound for those shapes. Inputs are random BF16 values in [-1, 1) (zeros would run
 // faster than real data).
 
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cublas_v2.h>
 #include <exception>
 #include <fstream>
 #include <iomanip>
@@ -30,12 +28,15 @@
 #include <string_view>
 #include <vector>
 
-#include "cli_common.hpp"
+#include <cuda_runtime_api.h>
+
 #include "dcp/cost/analytic.hpp"
 #include "dcp/cuda/check.hpp"
 #include "dcp/cuda/event_timer.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/model.hpp"
+
+#include "cli_common.hpp"
 
 namespace {
 
@@ -177,7 +178,7 @@ void check_cublas(cublasStatus_t status, const char* call) {
 
 /// A device allocation freed with the object.
 class device_buffer {
-public:
+ public:
   explicit device_buffer(std::size_t bytes) : bytes_(bytes) {
     check(cudaMalloc(&data_, bytes), "cudaMalloc");
   }
@@ -187,7 +188,7 @@ public:
   void* data() const noexcept { return data_; }
   std::size_t bytes() const noexcept { return bytes_; }
 
-private:
+ private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
 };

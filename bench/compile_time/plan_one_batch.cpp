@@ -11,7 +11,8 @@
 #include <vector>
 
 int main() {
-  const dcp::analytic_cost_model cost(dcp::models::llama3_8b(), dcp::hgx_cluster(4, dcp::gpus::h200_sxm()));
+  const dcp::analytic_cost_model cost(dcp::models::llama3_8b(),
+                                      dcp::hgx_cluster(4, dcp::gpus::h200_sxm()));
   const dcp::DataCentricScheduler<> scheduler(cost);
   std::vector<dcp::sample> batch;
   for (std::uint64_t id = 0; id < 64; ++id)

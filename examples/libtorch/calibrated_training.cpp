@@ -21,8 +21,6 @@
 // the analytic model. The 10 % bar and the step-time ratio are printed, not asserted: they are
 // timings of a shared CPU.
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -33,6 +31,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <mpi.h>
 
 #include "dcp/dcp.hpp"
 #include "dcp/runtime/calibrated_step.hpp"
@@ -59,7 +59,8 @@ constexpr double bar = 0.10;
 using calibrated_model = dcp::calibrated<dcp::analytic_cost_model>;
 
 double max_over_ranks(double mine) {
-  tiny::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  tiny::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+                  "MPI_Allreduce");
   return mine;
 }
 
@@ -103,12 +104,14 @@ struct noise_floor {
   std::size_t groups = 0;
 };
 noise_floor noise_of(const std::vector<prediction>& rows) {
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, double, std::int64_t, int, int, bool>,
-           std::vector<double>>
+  std::map<
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, double, std::int64_t, int, int, bool>,
+      std::vector<double>>
       by_shape;
   for (const auto& r : rows)
-    by_shape[{r.shape.samples, r.shape.tokens, r.shape.longest, r.shape.attention_pairs, r.config.degree,
-              static_cast<int>(r.config.sp), r.config.recompute.layers, r.config.recompute.selective}]
+    by_shape[{r.shape.samples, r.shape.tokens, r.shape.longest, r.shape.attention_pairs,
+              r.config.degree, static_cast<int>(r.config.sp), r.config.recompute.layers,
+              r.config.recompute.selective}]
         .push_back(r.measured);
   noise_floor out;
   double sum = 0;
@@ -125,7 +128,8 @@ noise_floor noise_of(const std::vector<prediction>& rows) {
   return out;
 }
 
-double mean_error(const std::vector<prediction>& rows, double prediction::*field, double factor = 1.0) {
+double mean_error(const std::vector<prediction>& rows, double prediction::*field,
+                  double factor = 1.0) {
   double sum = 0;
   for (const auto& r : rows) sum += std::abs(factor * (r.*field) / r.measured - 1.0);
   return rows.empty() ? 0 : sum / static_cast<double>(rows.size());
@@ -135,7 +139,8 @@ int train(tiny::launch& job) {
   const int rank = job.rank();
   const bool root = rank == 0;
   if (job.size() != world_ranks) {
-    if (root) std::fprintf(stderr, "calibrated_training needs %d ranks, got %d\n", world_ranks, job.size());
+    if (root)
+      std::fprintf(stderr, "calibrated_training needs %d ranks, got %d\n", world_ranks, job.size());
     return 1;
   }
   const auto lengths = tiny::read_lengths(DCP_SHARED_DATA_DIR "/wikipedia-lengths.txt");
@@ -153,11 +158,13 @@ int train(tiny::launch& job) {
   side calibrated_side, analytic_side;
   std::size_t evaluated_from = 0;  // observations seen when the evaluation began
   if (root)
-    std::printf("calibration on measured CPU micro-steps (libtorch, c10d Gloo, %d ranks, steps of %zu sequences: "
-                "warm-up to %zu observations, then %d steps)\n"
-                "%4s %12s %12s %12s %14s %14s\n",
-                world.size(), batch_size, observations_before_evaluation, evaluation_steps, "step", "observed", "calib. ms", "analytic ms", "err calibrated",
-                "err analytic");
+    std::printf(
+        "calibration on measured CPU micro-steps (libtorch, c10d Gloo, %d ranks, steps of %zu "
+        "sequences: "
+        "warm-up to %zu observations, then %d steps)\n"
+        "%4s %12s %12s %12s %14s %14s\n",
+        world.size(), batch_size, observations_before_evaluation, evaluation_steps, "step",
+        "observed", "calib. ms", "analytic ms", "err calibrated", "err analytic");
 
   int evaluated_steps = 0;
   for (int step = 0; step < max_steps && evaluated_steps < evaluation_steps; ++step) {
@@ -170,8 +177,8 @@ int train(tiny::launch& job) {
     std::vector<prediction> rows;
     const auto predict = [&](const std::vector<dcp::observation>& observed) {
       for (const auto& o : observed)
-        rows.push_back({o.report.seconds, before.base().seconds(o.shape, o.config), before.seconds(o.shape, o.config),
-                        o.shape, o.config});
+        rows.push_back({o.report.seconds, before.base().seconds(o.shape, o.config),
+                        before.seconds(o.shape, o.config), o.shape, o.config});
     };
     double step_seconds[2] = {0, 0};
     for (int turn = 0; turn < 2; ++turn) {
@@ -184,7 +191,8 @@ int train(tiny::launch& job) {
         const auto result = dcp::run_calibrated_step(world, cache, calibrated, samples, executor);
         calibrated_weights.all_reduce(world.process_group());
         calibrated_weights.sgd(0.5);
-        step_seconds[0] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        step_seconds[0] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         calibrated_side.count(result.plan);
         predict(result.observations);
       } else {
@@ -194,7 +202,8 @@ int train(tiny::launch& job) {
         const auto reports = dcp::run_step(world, cache, plan, executor);
         analytic_weights.all_reduce(world.process_group());
         analytic_weights.sgd(0.5);
-        step_seconds[1] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        step_seconds[1] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         analytic_side.count(plan);
         predict(dcp::share_observations(world, plan, samples, reports));  // never fitted on
       }
@@ -212,60 +221,79 @@ int train(tiny::launch& job) {
 
     // Every rank must hold the same model, or the next plans would disagree.
     std::vector<std::int64_t> bits;
-    for (const double w : calibrated.cost().time_weights()) bits.push_back(std::bit_cast<std::int64_t>(w));
-    for (const double w : calibrated.cost().memory_weights()) bits.push_back(std::bit_cast<std::int64_t>(w));
+    for (const double w : calibrated.cost().time_weights())
+      bits.push_back(std::bit_cast<std::int64_t>(w));
+    for (const double w : calibrated.cost().memory_weights())
+      bits.push_back(std::bit_cast<std::int64_t>(w));
     const auto all = world.all_gather(bits);
     for (std::size_t r = 1; r < static_cast<std::size_t>(world.size()); ++r)
-      if (!std::equal(bits.begin(), bits.end(), all.begin() + static_cast<std::ptrdiff_t>(r * bits.size())))
-        problems.push_back("step " + std::to_string(step) + ": rank " + std::to_string(r) + " holds another model");
+      if (!std::equal(bits.begin(), bits.end(),
+                      all.begin() + static_cast<std::ptrdiff_t>(r * bits.size())))
+        problems.push_back("step " + std::to_string(step) + ": rank " + std::to_string(r) +
+                           " holds another model");
     if (root)
-      std::printf("%4d %12zu %12.1f %12.1f %13.1f%% %13.0f%%%s\n", step, seen, 1e3 * step_seconds[0], 1e3 * step_seconds[1],
-                  100 * mean_error(rows, &prediction::calibrated), 100 * mean_error(rows, &prediction::analytic),
-                  evaluating ? "" : "  (warm-up)");
+      std::printf("%4d %12zu %12.1f %12.1f %13.1f%% %13.0f%%%s\n", step, seen,
+                  1e3 * step_seconds[0], 1e3 * step_seconds[1],
+                  100 * mean_error(rows, &prediction::calibrated),
+                  100 * mean_error(rows, &prediction::analytic), evaluating ? "" : "  (warm-up)");
   }
 
   // The single factor that best scales the analytic model onto the warm-up measurements
   // (geometric mean of measured / predicted): what calibration would be with one weight.
   double log_sum = 0;
   for (const auto& r : warm_up_rows) log_sum += std::log(r.measured / r.analytic);
-  const double factor = warm_up_rows.empty() ? 1.0 : std::exp(log_sum / static_cast<double>(warm_up_rows.size()));
+  const double factor =
+      warm_up_rows.empty() ? 1.0 : std::exp(log_sum / static_cast<double>(warm_up_rows.size()));
   const double error_analytic = mean_error(held_out, &prediction::analytic);
   const double error_scaled = mean_error(held_out, &prediction::analytic, factor);
   const double error_calibrated = mean_error(held_out, &prediction::calibrated);
   if (evaluated_from < observations_before_evaluation)
-    problems.push_back("the evaluation began after " + std::to_string(evaluated_from) + " observations");
+    problems.push_back("the evaluation began after " + std::to_string(evaluated_from) +
+                       " observations");
   if (held_out.empty()) problems.push_back("no held-out micro-steps were measured");
   if (!(error_calibrated < error_analytic))
-    problems.push_back("calibration did not lower the prediction error (" + std::to_string(error_calibrated) +
-                       " against " + std::to_string(error_analytic) + ")");
+    problems.push_back("calibration did not lower the prediction error (" +
+                       std::to_string(error_calibrated) + " against " +
+                       std::to_string(error_analytic) + ")");
 
   if (root) {
     const auto report = calibrated.cost().report();
-    std::printf("\nheld-out micro-steps (predicted before they ran, after %zu observations): %zu\n", evaluated_from,
-                held_out.size());
-    std::printf("mean relative error of the predicted micro-step time:\n"
-                "  analytic (Llama-3-8B on H200, uncalibrated)  %10.1f %%\n"
-                "  analytic x %.3g (one factor, warm-up fit)   %10.1f %%\n"
-                "  calibrated<analytic_cost_model>              %10.1f %%   (bar %.0f %%: %s)\n",
-                100 * error_analytic, factor, 100 * error_scaled, 100 * error_calibrated, 100 * bar,
-                error_calibrated <= bar ? "met" : "not met");
+    std::printf("\nheld-out micro-steps (predicted before they ran, after %zu observations): %zu\n",
+                evaluated_from, held_out.size());
+    std::printf(
+        "mean relative error of the predicted micro-step time:\n"
+        "  analytic (Llama-3-8B on H200, uncalibrated)  %10.1f %%\n"
+        "  analytic x %.3g (one factor, warm-up fit)   %10.1f %%\n"
+        "  calibrated<analytic_cost_model>              %10.1f %%   (bar %.0f %%: %s)\n",
+        100 * error_analytic, factor, 100 * error_scaled, 100 * error_calibrated, 100 * bar,
+        error_calibrated <= bar ? "met" : "not met");
     const auto noise = noise_of(held_out);
-    std::printf("  noise floor (repeated shapes vs their median) %10.1f %%   (%zu held-out micro-steps, %zu shapes)\n",
-                100 * noise.mean_deviation, noise.micro_steps, noise.groups);
-    std::printf("calibration window: %zu observations, fit rms error %.1f %%, memory safety factor %.3g\n",
-                report.observations, 100 * report.time_rms_error, report.memory_safety);
-    std::printf("measured step wall time (max over ranks, mean of %zu steps each, alternating):\n"
-                "  planned with the calibrated model  %8.1f ms  (%lld micro-steps, mean degree %.2f, %lld recomputing)\n"
-                "  planned with the analytic model    %8.1f ms  (%lld micro-steps, mean degree %.2f, %lld recomputing)\n"
-                "  ratio calibrated / analytic        %8.3f\n",
-                calibrated_side.step_seconds.size(), 1e3 * calibrated_side.mean_seconds(),
-                static_cast<long long>(calibrated_side.micro_steps),
-                static_cast<double>(calibrated_side.degree_sum) / static_cast<double>(std::max<std::int64_t>(1, calibrated_side.micro_steps)),
-                static_cast<long long>(calibrated_side.recomputing), 1e3 * analytic_side.mean_seconds(),
-                static_cast<long long>(analytic_side.micro_steps),
-                static_cast<double>(analytic_side.degree_sum) / static_cast<double>(std::max<std::int64_t>(1, analytic_side.micro_steps)),
-                static_cast<long long>(analytic_side.recomputing),
-                analytic_side.mean_seconds() > 0 ? calibrated_side.mean_seconds() / analytic_side.mean_seconds() : 0.0);
+    std::printf(
+        "  noise floor (repeated shapes vs their median) %10.1f %%   (%zu held-out micro-steps, "
+        "%zu shapes)\n",
+        100 * noise.mean_deviation, noise.micro_steps, noise.groups);
+    std::printf(
+        "calibration window: %zu observations, fit rms error %.1f %%, memory safety factor %.3g\n",
+        report.observations, 100 * report.time_rms_error, report.memory_safety);
+    std::printf(
+        "measured step wall time (max over ranks, mean of %zu steps each, alternating):\n"
+        "  planned with the calibrated model  %8.1f ms  (%lld micro-steps, mean degree %.2f, %lld "
+        "recomputing)\n"
+        "  planned with the analytic model    %8.1f ms  (%lld micro-steps, mean degree %.2f, %lld "
+        "recomputing)\n"
+        "  ratio calibrated / analytic        %8.3f\n",
+        calibrated_side.step_seconds.size(), 1e3 * calibrated_side.mean_seconds(),
+        static_cast<long long>(calibrated_side.micro_steps),
+        static_cast<double>(calibrated_side.degree_sum) /
+            static_cast<double>(std::max<std::int64_t>(1, calibrated_side.micro_steps)),
+        static_cast<long long>(calibrated_side.recomputing), 1e3 * analytic_side.mean_seconds(),
+        static_cast<long long>(analytic_side.micro_steps),
+        static_cast<double>(analytic_side.degree_sum) /
+            static_cast<double>(std::max<std::int64_t>(1, analytic_side.micro_steps)),
+        static_cast<long long>(analytic_side.recomputing),
+        analytic_side.mean_seconds() > 0
+            ? calibrated_side.mean_seconds() / analytic_side.mean_seconds()
+            : 0.0);
   }
   const bool failed = tiny::launch::any_rank(!problems.empty());
   if (root) {

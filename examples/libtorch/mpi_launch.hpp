@@ -8,9 +8,6 @@
 // removes the directory after every rank is done with it.
 
 #include <ATen/Parallel.h>
-#include <mpi.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +17,10 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <vector>
+
+#include <mpi.h>
 
 namespace tiny {
 
@@ -37,7 +37,8 @@ class launch {
  public:
   launch(int* argc, char*** argv) {
     check_mpi(MPI_Init(argc, argv), "MPI_Init");
-    check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+              "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
     std::vector<char> path(4096, '\0');
@@ -48,7 +49,8 @@ class launch {
       pattern.copy(path.data(), pattern.size());
       if (mkdtemp(path.data()) == nullptr) path.assign(path.size(), '\0');  // broadcast the failure
     }
-    check_mpi(MPI_Bcast(path.data(), static_cast<int>(path.size()), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    check_mpi(MPI_Bcast(path.data(), static_cast<int>(path.size()), MPI_CHAR, 0, MPI_COMM_WORLD),
+              "MPI_Bcast");
     directory_ = path.data();
     if (directory_.empty()) throw std::runtime_error("launch: mkdtemp failed on rank 0");
     store_ = c10::make_intrusive<::c10d::FileStore>(directory_ + "/store", size_);
@@ -74,7 +76,8 @@ class launch {
   /// True on every rank when `mine` is true on any (collective; MPI_Allreduce).
   [[nodiscard]] static bool any_rank(bool mine) {
     int flag = mine ? 1 : 0;
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
+              "MPI_Allreduce");
     return flag != 0;
   }
 

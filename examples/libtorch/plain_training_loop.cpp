@@ -23,10 +23,13 @@ int train(tiny::launch& job) {
     const tiny::batch batch = tiny::make_batch(lengths, /*seed=*/2024, step, /*count=*/16);
     model.zero_grad();
     std::vector<std::uint64_t> mine;  // every n-th sequence, one micro-batch on this rank alone
-    for (auto id = static_cast<std::size_t>(job.rank()); id < batch.size(); id += job.size()) mine.push_back(id);
-    model.forward_backward(batch, mine, /*group=*/{}, 1.0 / static_cast<double>(tiny::tokens_of(batch)));
+    for (auto id = static_cast<std::size_t>(job.rank()); id < batch.size(); id += job.size())
+      mine.push_back(id);
+    model.forward_backward(batch, mine, /*group=*/{},
+                           1.0 / static_cast<double>(tiny::tokens_of(batch)));
     model.all_reduce(world);  // SUM: the gradient of the batch's mean loss per token
-    if (job.rank() == 0 && (step % 5 == 0 || step == 19)) std::printf("step %2d  loss %.12g\n", step, model.loss());
+    if (job.rank() == 0 && (step % 5 == 0 || step == 19))
+      std::printf("step %2d  loss %.12g\n", step, model.loss());
     model.sgd(/*learning_rate=*/0.5);
   }
   return 0;

@@ -17,8 +17,6 @@
 // degrees, micro-steps per rank and recompute settings. Prints the max relative gradient
 // difference of each plan over all steps.
 
-#include <torch/version.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,6 +26,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <torch/version.h>
 #include <vector>
 
 #include "dcp/dcp.hpp"
@@ -60,16 +59,25 @@ std::vector<planner> make_planners(std::int64_t gpus) {
   tight.headroom_fraction = 0.4;  // a smaller activation budget: more micro-steps and recompute
   const auto roomy = tiny::llama3_8b_node(gpus);
   const auto narrow = tiny::llama3_8b_node(gpus, tight);
-  using static_scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, full_recompute, static_placement>;
-  using selective_scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_recompute>;
+  using static_scheduler =
+      DataCentricScheduler<analytic_cost_model, varlen_buckets, full_recompute, static_placement>;
+  using selective_scheduler =
+      DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_recompute>;
   std::vector<planner> out;
-  out.push_back({"static", "static_placement: degree " + std::to_string(gpus) + " for every sample, full recompute, 84 GiB",
-                 [s = static_scheduler(narrow, {}, {}, static_placement{gpus})](const auto& b) { return s.plan(b); }});
-  out.push_back({"dcp", "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, 126 GiB",
+  out.push_back({"static",
+                 "static_placement: degree " + std::to_string(gpus) +
+                     " for every sample, full recompute, 84 GiB",
+                 [s = static_scheduler(narrow, {}, {}, static_placement{gpus})](const auto& b) {
+                   return s.plan(b);
+                 }});
+  out.push_back({"dcp",
+                 "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, 126 GiB",
                  [s = DataCentricScheduler<>(roomy)](const auto& b) { return s.plan(b); }});
-  out.push_back({"dcp-tight", "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, 84 GiB",
+  out.push_back({"dcp-tight",
+                 "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, 84 GiB",
                  [s = DataCentricScheduler<>(narrow)](const auto& b) { return s.plan(b); }});
-  out.push_back({"dcp-selective", "DataCentricScheduler: balanced placement, selective recompute, 126 GiB",
+  out.push_back({"dcp-selective",
+                 "DataCentricScheduler: balanced placement, selective recompute, 126 GiB",
                  [s = selective_scheduler(roomy)](const auto& b) { return s.plan(b); }});
   return out;
 }
@@ -91,8 +99,8 @@ struct plan_shape {
 };
 
 struct plan_record {
-  std::map<std::int64_t, std::int64_t> degrees;           // degree -> micro-steps
-  std::map<std::string, std::int64_t> checkpointing;      // tiny mode -> layer runs
+  std::map<std::int64_t, std::int64_t> degrees;       // degree -> micro-steps
+  std::map<std::string, std::int64_t> checkpointing;  // tiny mode -> layer runs
   std::size_t fewest_per_rank = SIZE_MAX;
   std::size_t most_per_rank = 0;
   std::int64_t steps_other_degrees = 0;
@@ -100,7 +108,7 @@ struct plan_record {
   std::int64_t steps_other_recompute = 0;
   double worst = 0;
   int worst_step = 0;
-  double executor_seconds = 0;  // this rank's
+  double executor_seconds = 0;                                                // this rank's
   std::map<std::int64_t, std::pair<double, std::int64_t>> seconds_by_degree;  // this rank's
 };
 
@@ -139,9 +147,11 @@ std::pair<double, bool> self_check(const std::vector<std::int64_t>& lengths) {
     return m;
   };
   const auto kept = run(false, tiny::checkpointing::keep_all);
-  const double against_autograd = relative_difference(kept, run(true, tiny::checkpointing::keep_all));
+  const double against_autograd =
+      relative_difference(kept, run(true, tiny::checkpointing::keep_all));
   bool identical = true;
-  for (const auto mode : {tiny::checkpointing::drop_probabilities, tiny::checkpointing::keep_input_only}) {
+  for (const auto mode :
+       {tiny::checkpointing::drop_probabilities, tiny::checkpointing::keep_input_only}) {
     const auto other = run(false, mode);
     for (std::size_t k = 0; k < kept.parameters().size(); ++k)
       identical = identical && at::equal(kept.parameters()[k].grad(), other.parameters()[k].grad());
@@ -153,7 +163,9 @@ int train_and_compare(tiny::launch& job) {
   const int rank = job.rank();
   const bool root = rank == 0;
   if (job.size() != world_ranks) {
-    if (root) std::fprintf(stderr, "plan_invariant_gradients needs %d ranks, got %d\n", world_ranks, job.size());
+    if (root)
+      std::fprintf(stderr, "plan_invariant_gradients needs %d ranks, got %d\n", world_ranks,
+                   job.size());
     return 1;
   }
   const auto started = std::chrono::steady_clock::now();
@@ -169,17 +181,25 @@ int train_and_compare(tiny::launch& job) {
   std::vector<std::string> problems;
   const auto [against_autograd, identical] = self_check(lengths);
   if (!(against_autograd <= 1e-12))
-    problems.push_back("self-check: the attention backward differs from autograd by " + std::to_string(against_autograd));
+    problems.push_back("self-check: the attention backward differs from autograd by " +
+                       std::to_string(against_autograd));
   if (!identical) problems.push_back("self-check: the checkpointing modes changed the gradient");
   if (root) {
-    std::printf("plan-invariant gradients (libtorch %s, c10d Gloo): %d ranks, %d steps of %zu sequences, float64\n",
-                TORCH_VERSION, world.size(), steps, batch_size);
-    std::printf("tiny Llama: %d layers, hidden %lld, %lld heads, SwiGLU %lld, vocab %lld; lengths: Wikipedia / 16, 2..160 tokens\n",
-                tiny::layers, static_cast<long long>(tiny::dim), static_cast<long long>(tiny::heads),
-                static_cast<long long>(tiny::ffn), static_cast<long long>(tiny::vocab));
-    std::printf("self-check: attention backward vs autograd %.2e (relative); checkpointing modes bit-identical: %s\n",
-                against_autograd, identical ? "yes" : "no");
-    for (const auto& p : planners) std::printf("  %-14s %s\n", p.name.c_str(), p.description.c_str());
+    std::printf(
+        "plan-invariant gradients (libtorch %s, c10d Gloo): %d ranks, %d steps of %zu sequences, "
+        "float64\n",
+        TORCH_VERSION, world.size(), steps, batch_size);
+    std::printf(
+        "tiny Llama: %d layers, hidden %lld, %lld heads, SwiGLU %lld, vocab %lld; lengths: "
+        "Wikipedia / 16, 2..160 tokens\n",
+        tiny::layers, static_cast<long long>(tiny::dim), static_cast<long long>(tiny::heads),
+        static_cast<long long>(tiny::ffn), static_cast<long long>(tiny::vocab));
+    std::printf(
+        "self-check: attention backward vs autograd %.2e (relative); checkpointing modes "
+        "bit-identical: %s\n",
+        against_autograd, identical ? "yes" : "no");
+    for (const auto& p : planners)
+      std::printf("  %-14s %s\n", p.name.c_str(), p.description.c_str());
     std::printf("\n%4s", "step");
     for (const auto& p : planners) std::printf("  %-18s", ("loss[" + p.name + "]").c_str());
     std::printf("  max rel. grad. diff vs static\n");
@@ -198,11 +218,14 @@ int train_and_compare(tiny::launch& job) {
       auto& record = records[p];
       for (const auto& m : plan.micro_steps) {
         ++record.degrees[m.degree()];
-        for (const auto mode : tiny::checkpointing_for(m.config.recompute, dcp::models::llama3_8b().layers))
+        for (const auto mode :
+             tiny::checkpointing_for(m.config.recompute, dcp::models::llama3_8b().layers))
           ++record.checkpointing[tiny::to_string(mode)];
       }
-      record.fewest_per_rank = std::min(record.fewest_per_rank, *std::min_element(shape.per_rank.begin(), shape.per_rank.end()));
-      record.most_per_rank = std::max(record.most_per_rank, *std::max_element(shape.per_rank.begin(), shape.per_rank.end()));
+      record.fewest_per_rank = std::min(
+          record.fewest_per_rank, *std::min_element(shape.per_rank.begin(), shape.per_rank.end()));
+      record.most_per_rank = std::max(
+          record.most_per_rank, *std::max_element(shape.per_rank.begin(), shape.per_rank.end()));
       record.steps_other_degrees += shape.degrees != shapes[0].degrees;
       record.steps_other_accumulation += shape.per_rank != shapes[0].per_rank;
       record.steps_other_recompute += shape.recompute != shapes[0].recompute;
@@ -233,12 +256,14 @@ int train_and_compare(tiny::launch& job) {
       }
       if (!(difference <= tolerance) && failure.empty())
         failure = "step " + std::to_string(step) + ": the gradient of plan " + planners[p].name +
-                  " differs from the static plan's by " + std::to_string(difference) + " (relative)";
+                  " differs from the static plan's by " + std::to_string(difference) +
+                  " (relative)";
       if (format_loss(models[p].loss()) != reference_loss) {
         same_loss = false;
         if (failure.empty())
-          failure = "step " + std::to_string(step) + ": plan " + planners[p].name + " printed loss " +
-                    format_loss(models[p].loss()) + ", the static plan " + reference_loss;
+          failure = "step " + std::to_string(step) + ": plan " + planners[p].name +
+                    " printed loss " + format_loss(models[p].loss()) + ", the static plan " +
+                    reference_loss;
       }
     }
     identical_loss_steps += same_loss;
@@ -260,39 +285,54 @@ int train_and_compare(tiny::launch& job) {
       for (const auto& [d, n] : records[p].degrees) degrees.insert(d);
       for (const auto& [mode, n] : records[p].checkpointing) modes.insert(mode);
       if (p == 0) continue;
-      if (records[p].steps_other_degrees == 0) problems.push_back(planners[p].name + " used the static plan's degrees at every step");
+      if (records[p].steps_other_degrees == 0)
+        problems.push_back(planners[p].name + " used the static plan's degrees at every step");
       if (records[p].steps_other_accumulation == 0)
-        problems.push_back(planners[p].name + " had the static plan's micro-steps per rank at every step");
+        problems.push_back(planners[p].name +
+                           " had the static plan's micro-steps per rank at every step");
       if (records[p].steps_other_recompute == 0)
-        problems.push_back(planners[p].name + " had the static plan's recompute settings at every step");
+        problems.push_back(planners[p].name +
+                           " had the static plan's recompute settings at every step");
     }
-    if (records[0].degrees.size() != 1) problems.push_back("the static plan used more than one degree");
-    if (degrees != std::set<std::int64_t>{1, 2, 4}) problems.push_back("the plans did not use each of degrees 1, 2 and 4");
+    if (records[0].degrees.size() != 1)
+      problems.push_back("the static plan used more than one degree");
+    if (degrees != std::set<std::int64_t>{1, 2, 4})
+      problems.push_back("the plans did not use each of degrees 1, 2 and 4");
     if (modes.size() != 3) problems.push_back("not every checkpointing mode ran");
   }
 
   if (root) {
-    std::printf("\nwhat each plan did over %d steps (micro-steps by degree; layer runs by checkpointing mode):\n", steps_run);
+    std::printf(
+        "\nwhat each plan did over %d steps (micro-steps by degree; layer runs by checkpointing "
+        "mode):\n",
+        steps_run);
     for (std::size_t p = 0; p < plans; ++p) {
       const auto& r = records[p];
-      std::printf("  %s: %zu..%zu micro-steps per rank and step;", planners[p].name.c_str(), r.fewest_per_rank, r.most_per_rank);
-      for (const auto& [d, n] : r.degrees) std::printf(" degree %lld x%lld", static_cast<long long>(d), static_cast<long long>(n));
+      std::printf("  %s: %zu..%zu micro-steps per rank and step;", planners[p].name.c_str(),
+                  r.fewest_per_rank, r.most_per_rank);
+      for (const auto& [d, n] : r.degrees)
+        std::printf(" degree %lld x%lld", static_cast<long long>(d), static_cast<long long>(n));
       std::printf(";");
-      for (const auto& [mode, n] : r.checkpointing) std::printf(" %s x%lld", mode.c_str(), static_cast<long long>(n));
+      for (const auto& [mode, n] : r.checkpointing)
+        std::printf(" %s x%lld", mode.c_str(), static_cast<long long>(n));
       if (p > 0)
         std::printf("; steps unlike static: degrees %lld, per rank %lld, recompute %lld",
-                    static_cast<long long>(r.steps_other_degrees), static_cast<long long>(r.steps_other_accumulation),
+                    static_cast<long long>(r.steps_other_degrees),
+                    static_cast<long long>(r.steps_other_accumulation),
                     static_cast<long long>(r.steps_other_recompute));
       std::printf("; rank 0 executor %.2f s (mean ms per micro-step:", r.executor_seconds);
       for (const auto& [d, sc] : r.seconds_by_degree)
-        std::printf(" degree %lld %.1f", static_cast<long long>(d), 1e3 * sc.first / static_cast<double>(sc.second));
+        std::printf(" degree %lld %.1f", static_cast<long long>(d),
+                    1e3 * sc.first / static_cast<double>(sc.second));
       std::printf(")\n");
     }
-    std::printf("\nmax relative gradient difference vs static over %d steps (tolerance %.0e):", steps_run, tolerance);
+    std::printf("\nmax relative gradient difference vs static over %d steps (tolerance %.0e):",
+                steps_run, tolerance);
     for (std::size_t p = 1; p < plans; ++p)
-      std::printf(" %s %.2e (step %d)%s", planners[p].name.c_str(), records[p].worst, records[p].worst_step,
-                  p + 1 < plans ? "," : "\n");
-    std::printf("loss curves identical at %%.12g: %d of %d steps\n", identical_loss_steps, steps_run);
+      std::printf(" %s %.2e (step %d)%s", planners[p].name.c_str(), records[p].worst,
+                  records[p].worst_step, p + 1 < plans ? "," : "\n");
+    std::printf("loss curves identical at %%.12g: %d of %d steps\n", identical_loss_steps,
+                steps_run);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
     std::printf("wall time %.2f s\n", elapsed.count());
   }

@@ -22,15 +22,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <c10/core/CPUAllocator.h>
-#include <c10/core/impl/alloc_cpu.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/custom_function.h>
-
 #include <algorithm>
 #include <atomic>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -38,6 +33,10 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -60,7 +59,8 @@ using process_group = c10::intrusive_ptr<::c10d::ProcessGroup>;
 
 /// A ProcessGroupGloo of `size` ranks over `store` on the loopback device (every rank on this
 /// machine), one worker thread.
-inline process_group gloo_group(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size) {
+inline process_group gloo_group(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
+                                int size) {
   auto options = ::c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
   options->devices.push_back(::c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   options->threads = 1;
@@ -91,7 +91,9 @@ class rng {
 /// One training sequence: position i reads tokens[i] and predicts tokens[i + 1].
 struct sequence {
   std::vector<std::int64_t> tokens;  ///< length() + 1 tokens
-  [[nodiscard]] std::int64_t length() const noexcept { return static_cast<std::int64_t>(tokens.size()) - 1; }
+  [[nodiscard]] std::int64_t length() const noexcept {
+    return static_cast<std::int64_t>(tokens.size()) - 1;
+  }
 };
 using batch = std::vector<sequence>;  ///< a global batch; a sequence's id is its index
 
@@ -121,19 +123,21 @@ struct length_scaling {
 /// The batch of training step `step`: `count` documents drawn from `lengths`, scaled. A sequence
 /// opens with a key token k; then each token is the previous one plus k's stride modulo the
 /// body tokens, except one in ten, which is random: predicting it well needs attention.
-inline batch make_batch(const std::vector<std::int64_t>& lengths, std::uint64_t seed, std::int64_t step,
-                        std::size_t count, length_scaling scale = {}) {
+inline batch make_batch(const std::vector<std::int64_t>& lengths, std::uint64_t seed,
+                        std::int64_t step, std::size_t count, length_scaling scale = {}) {
   rng r(seed * 1000003u + static_cast<std::uint64_t>(step));
   batch out(count);
   for (auto& s : out) {
-    const auto length = scale(lengths[static_cast<std::size_t>(r.below(static_cast<std::int64_t>(lengths.size())))]);
+    const auto length = scale(
+        lengths[static_cast<std::size_t>(r.below(static_cast<std::int64_t>(lengths.size())))]);
     const auto key = body_tokens + r.below(key_tokens);
     const auto stride = key - body_tokens + 1;
     s.tokens.resize(static_cast<std::size_t>(length) + 1);
     s.tokens[0] = key;
     s.tokens[1] = r.below(body_tokens);
     for (std::size_t i = 2; i < s.tokens.size(); ++i)
-      s.tokens[i] = r.uniform() < 0.1 ? r.below(body_tokens) : (s.tokens[i - 1] + stride) % body_tokens;
+      s.tokens[i] =
+          r.uniform() < 0.1 ? r.below(body_tokens) : (s.tokens[i - 1] + stride) % body_tokens;
   }
   return out;
 }
@@ -186,7 +190,8 @@ class counting_allocator final : public c10::Allocator {
       const std::lock_guard<std::mutex> lock(mutex_);
       sizes_[data] = bytes;
     }
-    const auto live = live_.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
+    const auto live =
+        live_.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
     auto peak = peak_.load();
     while (live > peak && !peak_.compare_exchange_weak(peak, live)) {
     }
@@ -243,12 +248,13 @@ struct micro_batch_layout : torch::CustomClassHolder {
   int me = 0;
   std::vector<std::int64_t> rows;  ///< rows held by each member
   std::int64_t max_rows = 0;
-  at::Tensor tokens;     ///< [local] this member's input tokens
-  at::Tensor targets;    ///< [local] the tokens they predict
-  at::Tensor cos, sin;   ///< [local, 1, head_dim / 2] RoPE of this member's positions
-  at::Tensor mask;       ///< [local, all] 0 where a query may see a key, -inf elsewhere
+  at::Tensor tokens;    ///< [local] this member's input tokens
+  at::Tensor targets;   ///< [local] the tokens they predict
+  at::Tensor cos, sin;  ///< [local, 1, head_dim / 2] RoPE of this member's positions
+  at::Tensor mask;      ///< [local, all] 0 where a query may see a key, -inf elsewhere
 
-  micro_batch_layout(const batch& data, std::span<const std::uint64_t> ids, process_group on) : group(std::move(on)) {
+  micro_batch_layout(const batch& data, std::span<const std::uint64_t> ids, process_group on)
+      : group(std::move(on)) {
     if (group) {
       members = group->getSize();
       me = group->getRank();
@@ -282,8 +288,8 @@ struct micro_batch_layout : torch::CustomClassHolder {
     targets = at::tensor(mine_targets, longs).reshape({local});
     const auto doubles = at::TensorOptions().dtype(at::kDouble);
     const auto positions = at::tensor(mine_positions, longs).reshape({local, 1}).to(at::kDouble);
-    const auto inverse_frequency =
-        at::pow(rope_base, -at::arange(0, head_dim / 2, doubles) * (2.0 / static_cast<double>(head_dim)));
+    const auto inverse_frequency = at::pow(
+        rope_base, -at::arange(0, head_dim / 2, doubles) * (2.0 / static_cast<double>(head_dim)));
     const auto angles = positions * inverse_frequency.reshape({1, head_dim / 2});
     cos = at::cos(angles).reshape({local, 1, head_dim / 2});
     sin = at::sin(angles).reshape({local, 1, head_dim / 2});
@@ -292,12 +298,15 @@ struct micro_batch_layout : torch::CustomClassHolder {
     for (std::int64_t q = 0; q < local; ++q) {
       const auto [sequence_q, position_q] = all[static_cast<std::size_t>(first_mine + q)];
       for (std::int64_t k = 0; k < total; ++k)
-        if (all[static_cast<std::size_t>(k)].first == sequence_q && all[static_cast<std::size_t>(k)].second <= position_q)
+        if (all[static_cast<std::size_t>(k)].first == sequence_q &&
+            all[static_cast<std::size_t>(k)].second <= position_q)
           view[q][k] = 0.0;
     }
   }
 
-  [[nodiscard]] std::int64_t local_rows() const noexcept { return rows[static_cast<std::size_t>(me)]; }
+  [[nodiscard]] std::int64_t local_rows() const noexcept {
+    return rows[static_cast<std::size_t>(me)];
+  }
 };
 
 inline const micro_batch_layout& layout_of(const at::IValue& capsule) {
@@ -320,7 +329,8 @@ struct gather_rows : torch::autograd::Function<gather_rows> {
     layout->group->allgather(outputs, inputs)->wait();
     std::vector<at::Tensor> parts;
     for (int m = 0; m < layout->members; ++m)
-      parts.push_back(outputs[0][static_cast<std::size_t>(m)].narrow(0, 0, layout->rows[static_cast<std::size_t>(m)]));
+      parts.push_back(outputs[0][static_cast<std::size_t>(m)].narrow(
+          0, 0, layout->rows[static_cast<std::size_t>(m)]));
     return at::cat(parts, 0);
   }
 
@@ -347,8 +357,9 @@ struct gather_rows : torch::autograd::Function<gather_rows> {
 /// head_dim], mask [n, T], with a hand-written backward that either keeps the probabilities or
 /// recomputes them from q and K (the same arithmetic either way, so both give the same bits).
 struct attention : torch::autograd::Function<attention> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, const at::Tensor& mask, bool keep_probabilities) {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
+                            const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                            bool keep_probabilities) {
     auto p = probabilities(q, k, mask);
     auto out = at::matmul(p, v.transpose(0, 1)).transpose(0, 1);
     if (keep_probabilities)
@@ -363,18 +374,19 @@ struct attention : torch::autograd::Function<attention> {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2];
     const auto p = saved.size() == 5 ? saved[4] : probabilities(q, k, saved[3]);
-    const auto d_out = grads[0].transpose(0, 1);                                   // [H, n, hd]
-    const auto d_v = at::matmul(p.transpose(1, 2), d_out).transpose(0, 1);         // [T, H, hd]
-    const auto d_p = at::matmul(d_out, v.permute({1, 2, 0}));                      // [H, n, T]
-    const auto d_s = p * (d_p - (d_p * p).sum(-1, true)) * scale();                // [H, n, T]
-    const auto d_q = at::matmul(d_s, k.transpose(0, 1)).transpose(0, 1);          // [n, H, hd]
+    const auto d_out = grads[0].transpose(0, 1);                            // [H, n, hd]
+    const auto d_v = at::matmul(p.transpose(1, 2), d_out).transpose(0, 1);  // [T, H, hd]
+    const auto d_p = at::matmul(d_out, v.permute({1, 2, 0}));               // [H, n, T]
+    const auto d_s = p * (d_p - (d_p * p).sum(-1, true)) * scale();         // [H, n, T]
+    const auto d_q = at::matmul(d_s, k.transpose(0, 1)).transpose(0, 1);    // [n, H, hd]
     const auto d_k = at::matmul(d_s.transpose(1, 2), q.transpose(0, 1)).transpose(0, 1);
     return {d_q, d_k, d_v, at::Tensor(), at::Tensor()};
   }
 
   static double scale() noexcept { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   /// [H, n, T]
-  static at::Tensor probabilities(const at::Tensor& q, const at::Tensor& k, const at::Tensor& mask) {
+  static at::Tensor probabilities(const at::Tensor& q, const at::Tensor& k,
+                                  const at::Tensor& mask) {
     const auto scores = at::matmul(q.transpose(0, 1), k.permute({1, 2, 0})) * scale() + mask;
     return at::softmax(scores, -1);
   }
@@ -397,7 +409,8 @@ class model {
     const auto generator = at::detail::createCPUGenerator(seed);
     const auto doubles = at::TensorOptions().dtype(at::kDouble);
     const auto matrix = [&](std::int64_t rows, std::int64_t cols) {
-      return at::normal(0.0, 1.0 / std::sqrt(static_cast<double>(cols)), {rows, cols}, generator, doubles);
+      return at::normal(0.0, 1.0 / std::sqrt(static_cast<double>(cols)), {rows, cols}, generator,
+                        doubles);
     };
     embedding_ = add(at::normal(0.0, 1.0, {vocab, dim}, generator, doubles));
     for (int l = 0; l < layers; ++l) {
@@ -418,7 +431,8 @@ class model {
   }
 
   model(const model& other) {  // a deep copy: the same weights, its own gradients
-    for (const auto& p : other.parameters_) parameters_.push_back(p.detach().clone().requires_grad_(true));
+    for (const auto& p : other.parameters_)
+      parameters_.push_back(p.detach().clone().requires_grad_(true));
     rebind();
     zero_grad();
   }
@@ -439,11 +453,13 @@ class model {
   /// collective over the group otherwise), loss_scale times the sum of their per-token losses,
   /// gradients accumulated. `modes[l]` is layer l's checkpointing (every layer keep_all when
   /// empty).
-  void forward_backward(const batch& data, std::span<const std::uint64_t> ids, const process_group& group,
-                        double loss_scale, std::span<const checkpointing> modes = {}) {
+  void forward_backward(const batch& data, std::span<const std::uint64_t> ids,
+                        const process_group& group, double loss_scale,
+                        std::span<const checkpointing> modes = {}) {
     if (!modes.empty() && modes.size() != blocks_.size())
-      throw std::invalid_argument("tiny::model: " + std::to_string(modes.size()) + " checkpointing modes for " +
-                                  std::to_string(blocks_.size()) + " layers");
+      throw std::invalid_argument("tiny::model: " + std::to_string(modes.size()) +
+                                  " checkpointing modes for " + std::to_string(blocks_.size()) +
+                                  " layers");
     const auto layout = c10::make_intrusive<micro_batch_layout>(data, ids, group);
     auto x = embedding_.index_select(0, layout->tokens);
     for (std::size_t l = 0; l < blocks_.size(); ++l) {
@@ -454,7 +470,8 @@ class model {
         x = block(l, x, *layout, layout, mode == checkpointing::keep_all);
     }
     const auto logits = at::matmul(rms_norm(x, final_norm_), head_.t());
-    const auto loss_sum = -at::log_softmax(logits, -1).gather(1, layout->targets.unsqueeze(1)).sum();
+    const auto loss_sum =
+        -at::log_softmax(logits, -1).gather(1, layout->targets.unsqueeze(1)).sum();
     (loss_sum * loss_scale).backward();
     loss_ += loss_sum.item<double>() * loss_scale;
   }
@@ -528,7 +545,8 @@ class model {
     embedding_ = parameters_[i++];
     blocks_.assign(layers, {});
     for (auto& b : blocks_)
-      for (at::Tensor* t : {&b.attention_norm, &b.wq, &b.wk, &b.wv, &b.wo, &b.mlp_norm, &b.w1, &b.w3, &b.w2})
+      for (at::Tensor* t :
+           {&b.attention_norm, &b.wq, &b.wk, &b.wv, &b.wo, &b.mlp_norm, &b.w1, &b.w3, &b.w2})
         *t = parameters_[i++];
     final_norm_ = parameters_[i++];
     head_ = parameters_[i++];
@@ -540,13 +558,15 @@ class model {
   static at::Tensor rope(const at::Tensor& x, const micro_batch_layout& layout) {
     const auto first = x.narrow(-1, 0, head_dim / 2);
     const auto second = x.narrow(-1, head_dim / 2, head_dim / 2);
-    return at::cat({first * layout.cos - second * layout.sin, first * layout.sin + second * layout.cos}, -1);
+    return at::cat(
+        {first * layout.cos - second * layout.sin, first * layout.sin + second * layout.cos}, -1);
   }
 
   /// Layer l on this member's rows x [local, dim]. (The layout twice: by reference to read,
   /// and owned, for gather_rows to keep for its backward.)
   at::Tensor block(std::size_t l, const at::Tensor& x, const micro_batch_layout& layout,
-                   const c10::intrusive_ptr<micro_batch_layout>& owned, bool keep_probabilities) const {
+                   const c10::intrusive_ptr<micro_batch_layout>& owned,
+                   bool keep_probabilities) const {
     const auto& b = blocks_[l];
     const auto n = x.size(0);
     const auto h = rms_norm(x, b.attention_norm);
@@ -558,11 +578,13 @@ class model {
     const auto total = kv.size(0);
     const auto keys = kv.narrow(1, 0, dim).reshape({total, heads, head_dim});
     const auto values = kv.narrow(1, dim, dim).reshape({total, heads, head_dim});
-    const auto o = reference_attention_ ? reference_attention(q, keys, values, layout.mask)
-                                        : attention::apply(q, keys, values, layout.mask, keep_probabilities);
+    const auto o = reference_attention_
+                       ? reference_attention(q, keys, values, layout.mask)
+                       : attention::apply(q, keys, values, layout.mask, keep_probabilities);
     const auto after_attention = x + at::matmul(o.reshape({n, dim}), b.wo.t());
     const auto g = rms_norm(after_attention, b.mlp_norm);
-    return after_attention + at::matmul(at::silu(at::matmul(g, b.w1.t())) * at::matmul(g, b.w3.t()), b.w2.t());
+    return after_attention +
+           at::matmul(at::silu(at::matmul(g, b.w1.t())) * at::matmul(g, b.w3.t()), b.w2.t());
   }
 
   std::vector<at::Tensor> parameters_;

@@ -4,8 +4,8 @@
 // plan with (Llama-3-8B on one node of H200s) and the mapping of dcp's recompute setting onto
 // the tiny model's layers.
 
-#include <ctime>
 #include <cstdint>
+#include <ctime>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,7 +32,8 @@ inline std::vector<dcp::sample> planner_samples(const batch& data) {
 }
 
 /// Llama-3-8B trained on one node of `gpus` H200s (one NVSwitch domain), one GPU per rank.
-inline dcp::analytic_cost_model llama3_8b_node(std::int64_t gpus, dcp::training_spec training = {}) {
+inline dcp::analytic_cost_model llama3_8b_node(std::int64_t gpus,
+                                               dcp::training_spec training = {}) {
   dcp::cluster_spec cluster;
   cluster.gpus = gpus;
   cluster.gpus_per_node = gpus;
@@ -44,13 +45,17 @@ inline dcp::analytic_cost_model llama3_8b_node(std::int64_t gpus, dcp::training_
 /// `planned_layers` layers: recompute.layers of them map proportionally, rounded up, onto the
 /// first ceil(layers x recompute.layers / planned_layers) of the tiny model's `layers` (so any
 /// recomputation recomputes at least one layer and full recomputation all of them; with 2 tiny
-/// layers, 1-16 of Llama-3-8B's 32 layers -> the first, 17-32 -> both); those keep only their input.
-/// A selective setting makes the other layers drop their attention probabilities.
-inline std::vector<checkpointing> checkpointing_for(dcp::recompute_setting recompute, std::int64_t planned_layers) {
-  const auto recomputed = planned_layers <= 0 || recompute.layers <= 0
-                              ? 0
-                              : (static_cast<std::int64_t>(recompute.layers) * layers + planned_layers - 1) / planned_layers;
-  std::vector<checkpointing> out(layers, recompute.selective ? checkpointing::drop_probabilities : checkpointing::keep_all);
+/// layers, 1-16 of Llama-3-8B's 32 layers -> the first, 17-32 -> both); those keep only their
+/// input. A selective setting makes the other layers drop their attention probabilities.
+inline std::vector<checkpointing> checkpointing_for(dcp::recompute_setting recompute,
+                                                    std::int64_t planned_layers) {
+  const auto recomputed =
+      planned_layers <= 0 || recompute.layers <= 0
+          ? 0
+          : (static_cast<std::int64_t>(recompute.layers) * layers + planned_layers - 1) /
+                planned_layers;
+  std::vector<checkpointing> out(
+      layers, recompute.selective ? checkpointing::drop_probabilities : checkpointing::keep_all);
   for (std::int64_t l = 0; l < std::min<std::int64_t>(recomputed, layers); ++l)
     out[static_cast<std::size_t>(l)] = checkpointing::keep_input_only;
   return out;
@@ -67,8 +72,12 @@ inline std::vector<checkpointing> checkpointing_for(dcp::recompute_setting recom
 /// count its wait for the others' earlier micro-steps. Neither is the micro-step's own cost.
 class executor {
  public:
-  executor(model& trained, const batch& data, std::int64_t planned_layers = dcp::models::llama3_8b().layers)
-      : model_(&trained), data_(&data), planned_layers_(planned_layers), memory_(&counting_allocator::install()) {}
+  executor(model& trained, const batch& data,
+           std::int64_t planned_layers = dcp::models::llama3_8b().layers)
+      : model_(&trained),
+        data_(&data),
+        planned_layers_(planned_layers),
+        memory_(&counting_allocator::install()) {}
 
   dcp::execution_report run(const dcp::micro_step& step, dcp::c10d_communicator& group,
                             dcp::recompute_setting recompute, double loss_scale) {
@@ -77,11 +86,13 @@ class executor {
     memory_->reset_peak();
     const auto tokens = tokens_of(*data_, step.sample_ids);
     if (tokens * planned_tokens_per_token != step.tokens)
-      throw dcp::error("tiny executor: micro-step " + std::to_string(step.sequence) + " was planned for " +
-                       std::to_string(step.tokens) + " tokens, its samples have " +
+      throw dcp::error("tiny executor: micro-step " + std::to_string(step.sequence) +
+                       " was planned for " + std::to_string(step.tokens) +
+                       " tokens, its samples have " +
                        std::to_string(tokens * planned_tokens_per_token));
     const auto modes = checkpointing_for(recompute, planned_layers_);
-    model_->forward_backward(*data_, step.sample_ids, group.size() > 1 ? group.process_group() : process_group(),
+    model_->forward_backward(*data_, step.sample_ids,
+                             group.size() > 1 ? group.process_group() : process_group(),
                              loss_scale / static_cast<double>(tokens), modes);
     return {cpu_seconds() - start, static_cast<double>(memory_->peak_bytes()), false};
   }

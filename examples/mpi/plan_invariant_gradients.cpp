@@ -79,14 +79,16 @@ std::vector<planner> make_planners(std::int64_t gpus) {
                  [s = static_scheduler(tight_cost, {}, {}, static_placement{gpus})](const auto& b) {
                    return s.plan(b);
                  }});
-  out.push_back({"dcp",
-                 "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, budget " +
-                     gib_of(roomy_cost),
-                 [s = DataCentricScheduler<>(roomy_cost)](const auto& b) { return s.plan(b); }});
-  out.push_back({"dcp-tight",
-                 "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, budget " +
-                     gib_of(tight_cost),
-                 [s = DataCentricScheduler<>(tight_cost)](const auto& b) { return s.plan(b); }});
+  out.push_back(
+      {"dcp",
+       "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, budget " +
+           gib_of(roomy_cost),
+       [s = DataCentricScheduler<>(roomy_cost)](const auto& b) { return s.plan(b); }});
+  out.push_back(
+      {"dcp-tight",
+       "DataCentricScheduler<>: balanced placement, selective-pyramid recompute, budget " +
+           gib_of(tight_cost),
+       [s = DataCentricScheduler<>(tight_cost)](const auto& b) { return s.plan(b); }});
   out.push_back({"dcp-selective",
                  "DataCentricScheduler: balanced placement, selective recompute, budget " +
                      gib_of(roomy_cost),

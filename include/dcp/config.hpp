@@ -12,10 +12,12 @@
 // the validation of specs cannot see a NaN. Build the translation units that include dcp
 // without it.
 #if defined(__FAST_MATH__)
-#error "dcp: -ffast-math changes plans (they must be identical on every rank); compile the files that include dcp without -ffast-math"
+#error \
+    "dcp: -ffast-math changes plans (they must be identical on every rank); compile the files that include dcp without -ffast-math"
 #endif
 #if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
-#error "dcp: -ffinite-math-only removes the NaN and infinity checks dcp's validation relies on; compile the files that include dcp without it"
+#error \
+    "dcp: -ffinite-math-only removes the NaN and infinity checks dcp's validation relies on; compile the files that include dcp without it"
 #endif
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {

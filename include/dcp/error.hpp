@@ -11,26 +11,26 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// Base of every exception the library throws on bad input.
 class error : public std::runtime_error {
-public:
+ public:
   using std::runtime_error::runtime_error;
 };
 
 /// A specification (model, GPU, cluster, training, execution config) is inconsistent.
 class invalid_spec : public error {
-public:
+ public:
   using error::error;
 };
 
 /// A sample of the batch is malformed (non-positive tokens, duplicate id, bad video shape).
 class invalid_sample : public error {
-public:
+ public:
   using error::error;
 };
 
 /// A sample cannot be placed on the cluster under any allowed configuration.
 class sample_does_not_fit : public error {
-public:
+ public:
   using error::error;
 };
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -20,9 +20,9 @@
 #include "dcp/concepts/recompute_strategy.hpp"
 #include "dcp/cost/analytic.hpp"
 #include "dcp/detail/checked.hpp"
-#include "dcp/error.hpp"
 #include "dcp/detail/plan_workspace.hpp"
 #include "dcp/detail/prefetch.hpp"
+#include "dcp/error.hpp"
 #include "dcp/placement/balanced.hpp"
 #include "dcp/plan/lower_bound.hpp"
 #include "dcp/plan/step_plan.hpp"
@@ -35,7 +35,7 @@ template <cost_model Cost = analytic_cost_model, bucketing_policy Bucketing = va
           recompute_strategy<Cost> Recompute = selective_pyramid_recompute,
           placement_policy<Cost, Recompute> Placement = balanced_placement>
 class DataCentricScheduler {
-public:
+ public:
   using cost_type = Cost;
   using bucketing_type = Bucketing;
   using recompute_type = Recompute;
@@ -94,8 +94,8 @@ public:
     model.validate();
     cluster.validate();
     training.validate(cluster);
-    detail::require_finite_positive(static_cast<double>(cost.memory_budget()), "cost model: ",
-                                    "memory_budget()");
+    detail::require_finite_positive(static_cast<double>(cost.memory_budget()),
+                                    "cost model: ", "memory_budget()");
   }
 
   /// The plan of one training step for this batch. Throws invalid_sample for malformed samples
@@ -129,7 +129,8 @@ public:
     out.best_static_degree = placed.best_static_degree;
     for (const auto& m : placed.micro_steps)
       if (m.config.sp == sequence_parallel::hybrid) {  // the same split for every hybrid degree
-        out.hybrid_ulysses_degree = hybrid_ulysses_degree(m.config.degree, cost_.model(), cost_.cluster());
+        out.hybrid_ulysses_degree =
+            hybrid_ulysses_degree(m.config.degree, cost_.model(), cost_.cluster());
         break;
       }
     if (samples.empty()) {
@@ -163,7 +164,8 @@ public:
       constexpr std::size_t ahead = 8;
       const bool far = samples.size() >= detail::samples_beyond_cache;
       for (std::size_t j = 0; j < placed_step.samples.size(); ++j) {
-        if (far && j + ahead < placed_step.samples.size()) detail::prefetch(&samples[placed_step.samples[j + ahead]]);
+        if (far && j + ahead < placed_step.samples.size())
+          detail::prefetch(&samples[placed_step.samples[j + ahead]]);
         const auto i = placed_step.samples[j];
         m.sample_ids.push_back(samples[i].id);
         m.tokens += samples[i].tokens;
@@ -190,7 +192,7 @@ public:
     return plan(std::span<const sample>(batch.data(), batch.size()));
   }
 
-private:
+ private:
   /// A placement's barrier times as sequence numbers: the barrier at time t sits before the
   /// first micro-step that starts at or after t. Barriers before the first or after the last
   /// micro-step order nothing and are dropped.
@@ -200,8 +202,8 @@ private:
     std::vector<std::int64_t> out;
     const auto& steps = plan.micro_steps;
     for (const double t : times) {
-      const auto at = std::partition_point(steps.begin(), steps.end(),
-                                           [t](const micro_step& m) { return m.start_seconds < t; });
+      const auto at = std::partition_point(
+          steps.begin(), steps.end(), [t](const micro_step& m) { return m.start_seconds < t; });
       const auto b = static_cast<std::int64_t>(at - steps.begin());
       // Relative slack for the rounding of sums of seconds.
       const double slack = 1e-9 * std::max(1.0, std::abs(t));
@@ -219,8 +221,10 @@ private:
 
   template <class C>
   [[nodiscard]] static double gradient_sync(const C& cost) {
-    if constexpr (requires { cost.gradient_sync_seconds(); }) return cost.gradient_sync_seconds();
-    else return 0.0;
+    if constexpr (requires { cost.gradient_sync_seconds(); })
+      return cost.gradient_sync_seconds();
+    else
+      return 0.0;
   }
 
   Cost cost_;
@@ -241,6 +245,7 @@ using data_centric_scheduler = DataCentricScheduler<Cost, Bucketing, Recompute, 
 static_assert(placement_policy<balanced_placement, analytic_cost_model, pyramid_recompute>);
 static_assert(placement_policy<static_placement, analytic_cost_model, pyramid_recompute>);
 static_assert(placement_policy<best_static_placement, analytic_cost_model, pyramid_recompute>);
-static_assert(placement_policy<balanced_placement, analytic_cost_model, selective_pyramid_recompute>);
+static_assert(
+    placement_policy<balanced_placement, analytic_cost_model, selective_pyramid_recompute>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -5,17 +5,16 @@
 // and the batch conversion. Every file includes this first, so the opaque micro-step list is
 // declared before any use.
 
-#include <pybind11/operators.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
-#include <pybind11/stl_bind.h>
-
 #include <concepts>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <pybind11/operators.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl_bind.h>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -100,7 +99,8 @@ template <class D>
       const py::object members = py::type::of<D>().attr("__members__");
       if (members.contains(value)) return members[value].template cast<D>();
       std::string known;
-      for (const auto item : members) known += (known.empty() ? "" : ", ") + std::string(py::str(item));
+      for (const auto item : members)
+        known += (known.empty() ? "" : ", ") + std::string(py::str(item));
       throw dcp::error(what + " = '" + std::string(py::str(value)) + "', must be one of " + known);
     }
     if (!py::isinstance<D>(value))
@@ -112,14 +112,16 @@ template <class D>
     D out;
     std::size_t i = 0;
     for (const auto item : py::iter(value)) {
-      out.push_back(to_integer<std::uint64_t>(item, [&] { return what + "[" + std::to_string(i) + "]"; }));
+      out.push_back(
+          to_integer<std::uint64_t>(item, [&] { return what + "[" + std::to_string(i) + "]"; }));
       ++i;
     }
     return out;
   } else if constexpr (std::is_same_v<D, std::vector<micro_step>>) {
     if (py::isinstance<D>(value)) return value.cast<D>();
     D out;
-    for (const auto item : py::iter(value)) out.push_back(from_python<micro_step>(item, what + " item"));
+    for (const auto item : py::iter(value))
+      out.push_back(from_python<micro_step>(item, what + " item"));
     return out;
   } else if constexpr (std::is_same_v<D, std::optional<video_shape>>) {
     if (value.is_none()) return std::nullopt;
@@ -129,10 +131,14 @@ template <class D>
       return value.cast<D>();
     } catch (const py::cast_error&) {
       std::string expected;
-      if constexpr (std::is_floating_point_v<D>) expected = "a float";
-      else if constexpr (std::is_same_v<D, std::string>) expected = "a str";
-      else if constexpr (is_vector<D>::value) expected = "a list";
-      else expected = "a " + std::string(py::str(py::type::of<D>().attr("__name__")));
+      if constexpr (std::is_floating_point_v<D>)
+        expected = "a float";
+      else if constexpr (std::is_same_v<D, std::string>)
+        expected = "a str";
+      else if constexpr (is_vector<D>::value)
+        expected = "a list";
+      else
+        expected = "a " + std::string(py::str(py::type::of<D>().attr("__name__")));
       throw py::type_error(what + " must be " + expected + ", not " + type_name(value));
     }
   }
@@ -157,9 +163,11 @@ template <class D>
 /// name (missing ones keep T's defaults), ==, __repr__, __copy__, __deepcopy__ and pickling.
 template <class T>
 class record {
-public:
+ public:
   record(py::handle scope, const char* name, const char* doc)
-      : name_(name), cls_(scope, name, doc), fields_(std::make_shared<std::vector<field_entry>>()) {}
+      : name_(name),
+        cls_(scope, name, doc),
+        fields_(std::make_shared<std::vector<field_entry>>()) {}
 
   template <class D>
   record& field(const char* name, D T::*member, const char* doc) {
@@ -167,9 +175,11 @@ public:
     fields_->push_back(field_entry{
         name, [member, what](T& t, py::handle v) { t.*member = from_python<D>(v, what); },
         [member](const T& t) { return to_state(t.*member); }});
-    py::cpp_function get([member](const T& t) -> const D& { return t.*member; }, py::is_method(cls_));
-    py::cpp_function set([member, what](T& t, py::handle v) { t.*member = from_python<D>(v, what); },
+    py::cpp_function get([member](const T& t) -> const D& { return t.*member; },
                          py::is_method(cls_));
+    py::cpp_function set(
+        [member, what](T& t, py::handle v) { t.*member = from_python<D>(v, what); },
+        py::is_method(cls_));
     cls_.def_property(name, get, set, py::return_value_policy::reference_internal, doc);
     return *this;
   }
@@ -182,23 +192,25 @@ public:
     for (std::size_t i = 0; i < fields->size(); ++i) doc += (i > 0 ? ", " : "") + (*fields)[i].name;
     doc += "): the fields in this order, by position or keyword; missing ones keep their defaults.";
     cls_.def(py::init([fields, name](const py::args& args, const py::kwargs& kwargs) {
-      if (args.size() > fields->size())
-        throw py::type_error(name + "() takes at most " + std::to_string(fields->size()) +
-                             " positional arguments (" + std::to_string(args.size()) + " given)");
-      T t{};
-      for (std::size_t i = 0; i < args.size(); ++i) (*fields)[i].set(t, args[i]);
-      for (const auto& [key, value] : kwargs) {
-        const std::string k = py::str(key);
-        std::size_t i = 0;
-        while (i < fields->size() && (*fields)[i].name != k) ++i;
-        if (i == fields->size())
-          throw py::type_error(name + "() got an unexpected keyword argument '" + k + "'");
-        if (i < args.size())
-          throw py::type_error(name + "() got multiple values for argument '" + k + "'");
-        (*fields)[i].set(t, value);
-      }
-      return t;
-    }), doc.c_str());
+               if (args.size() > fields->size())
+                 throw py::type_error(name + "() takes at most " + std::to_string(fields->size()) +
+                                      " positional arguments (" + std::to_string(args.size()) +
+                                      " given)");
+               T t{};
+               for (std::size_t i = 0; i < args.size(); ++i) (*fields)[i].set(t, args[i]);
+               for (const auto& [key, value] : kwargs) {
+                 const std::string k = py::str(key);
+                 std::size_t i = 0;
+                 while (i < fields->size() && (*fields)[i].name != k) ++i;
+                 if (i == fields->size())
+                   throw py::type_error(name + "() got an unexpected keyword argument '" + k + "'");
+                 if (i < args.size())
+                   throw py::type_error(name + "() got multiple values for argument '" + k + "'");
+                 (*fields)[i].set(t, value);
+               }
+               return t;
+             }),
+             doc.c_str());
     if constexpr (std::equality_comparable<T>) cls_.def(py::self == py::self);
     if (repr != nullptr) {
       cls_.def("__repr__", repr);
@@ -213,7 +225,8 @@ public:
       });
     }
     cls_.def("__copy__", [](const T& t) { return T(t); });
-    cls_.def("__deepcopy__", [](const T& t, const py::dict&) { return T(t); }, py::arg("memo"));
+    cls_.def(
+        "__deepcopy__", [](const T& t, const py::dict&) { return T(t); }, py::arg("memo"));
     cls_.def(py::pickle(
         [fields](const T& t) {
           py::dict state;
@@ -231,7 +244,7 @@ public:
 
   [[nodiscard]] py::class_<T>& cls() noexcept { return cls_; }
 
-private:
+ private:
   struct field_entry {
     std::string name;
     std::function<void(T&, py::handle)> set;
@@ -248,7 +261,8 @@ void bind_cost_model_members(py::class_<Model, Options...>& cls) {
   cls.def("model", &Model::model, py::return_value_policy::copy, "ModelSpec (a copy)")
       .def("cluster", &Model::cluster, py::return_value_policy::copy, "ClusterSpec (a copy)")
       .def("training", &Model::training, py::return_value_policy::copy, "TrainingSpec (a copy)")
-      .def("memory_budget", &Model::memory_budget, "bytes a micro-batch may use at its peak per GPU")
+      .def("memory_budget", &Model::memory_budget,
+           "bytes a micro-batch may use at its peak per GPU")
       .def("seconds", &Model::seconds, py::arg("shape"), py::arg("config"),
            "predicted seconds of a micro-batch of `shape` under `config`")
       .def("marginal_seconds", &Model::marginal_seconds, py::arg("shape"), py::arg("config"),
@@ -258,7 +272,9 @@ void bind_cost_model_members(py::class_<Model, Options...>& cls) {
       .def("gradient_sync_seconds", py::overload_cast<>(&Model::gradient_sync_seconds, py::const_),
            "predicted gradient synchronisation after the last micro-step, seconds")
       .def("__copy__", [](const Model& c) { return Model(c); })
-      .def("__deepcopy__", [](const Model& c, const py::dict&) { return Model(c); }, py::arg("memo"));
+      .def(
+          "__deepcopy__", [](const Model& c, const py::dict&) { return Model(c); },
+          py::arg("memo"));
 }
 
 /// A batch from Python: a sequence whose items are lengths (ints: text samples with id = the

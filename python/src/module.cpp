@@ -1,11 +1,11 @@
 // The extension module dcp._dcp: dcp's exceptions as Python exceptions, the version, and the
 // bindings of each part (specs, plan, scheduling, simulator). The package dcp re-exports it.
 
-#include "bindings.hpp"
-
 #include "dcp/plan/json_reader.hpp"
 #include "dcp/runtime/communicator.hpp"
 #include "dcp/version.hpp"
+
+#include "bindings.hpp"
 
 namespace {
 
@@ -31,12 +31,15 @@ PyObject* new_exception(py::module_& m, const char* name, PyObject* base, const 
 void register_exceptions(py::module_& m) {
   error_type = new_exception(m, "Error", PyExc_ValueError,
                              "Base of dcp's bad-input errors (dcp::error); a ValueError.");
-  invalid_spec_type = new_exception(m, "InvalidSpec", error_type,
-                                    "A model, GPU, cluster, training spec or config is inconsistent.");
-  invalid_sample_type = new_exception(m, "InvalidSample", error_type,
-                                      "A sample of the batch is malformed (tokens, id, video grid).");
-  sample_does_not_fit_type = new_exception(m, "SampleDoesNotFit", error_type,
-                                           "A sample fits the cluster under no allowed configuration.");
+  invalid_spec_type =
+      new_exception(m, "InvalidSpec", error_type,
+                    "A model, GPU, cluster, training spec or config is inconsistent.");
+  invalid_sample_type =
+      new_exception(m, "InvalidSample", error_type,
+                    "A sample of the batch is malformed (tokens, id, video grid).");
+  sample_does_not_fit_type =
+      new_exception(m, "SampleDoesNotFit", error_type,
+                    "A sample fits the cluster under no allowed configuration.");
   invalid_plan_type = new_exception(m, "InvalidPlan", error_type,
                                     "A plan document is not valid JSON or not a valid plan.");
   comm_error_type = new_exception(m, "CommError", PyExc_RuntimeError,

@@ -1,14 +1,14 @@
 // The lab's simulator for notebooks: the truth model, simulate(plan, batch, truth) and its
 // result, and the truth-model lower bound.
 
-#include "bindings.hpp"
-
 #include <sstream>
 
 #include "dcp/cost/analytic.hpp"
 #include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_bound.hpp"
 #include "dcp/sim/truth_model.hpp"
+
+#include "bindings.hpp"
 
 namespace dcp::python {
 
@@ -33,9 +33,10 @@ using sim::truth_model;
 }  // namespace
 
 void bind_simulator(py::module_& m) {
-  py::class_<truth_model> truth(m, "TruthModel",
-                                "The simulator's model of the hardware (dcp::sim::truth_model, default "
-                                "constants): separate from the planner's, to judge plans on.");
+  py::class_<truth_model> truth(
+      m, "TruthModel",
+      "The simulator's model of the hardware (dcp::sim::truth_model, default "
+      "constants): separate from the planner's, to judge plans on.");
   truth.def(py::init([](model_spec model, cluster_spec cluster, training_spec training) {
               return truth_model(std::move(model), std::move(cluster), training);
             }),
@@ -74,17 +75,21 @@ void bind_simulator(py::module_& m) {
       .field("crosses_nodes", &sim::simulated_micro_step::crosses_nodes, "its group spans nodes")
       .field("oom", &sim::simulated_micro_step::oom, "its true peak exceeded capacity")
       .finish()
-      .def_property_readonly("seconds", &sim::simulated_micro_step::seconds, "end_seconds - start_seconds");
+      .def_property_readonly("seconds", &sim::simulated_micro_step::seconds,
+                             "end_seconds - start_seconds");
 
   using sim::step_result;
-  record<step_result>(m, "StepResult", "The simulator's judgement of one plan (dcp::sim::step_result).")
-      .field("step_seconds", &step_result::step_seconds, "makespan + gradient synchronisation, seconds")
+  record<step_result>(m, "StepResult",
+                      "The simulator's judgement of one plan (dcp::sim::step_result).")
+      .field("step_seconds", &step_result::step_seconds,
+             "makespan + gradient synchronisation, seconds")
       .field("makespan_seconds", &step_result::makespan_seconds, "until the last micro-step ends")
       .field("gradient_sync_seconds", &step_result::gradient_sync_seconds, "seconds")
       .field("idle_fraction", &step_result::idle_fraction, "GPU time idle before the makespan")
       .field("peak_bytes", &step_result::peak_bytes, "max over ranks of the true peak, bytes")
       .field("oom_events", &step_result::oom_events, "micro-steps whose true peak exceeds capacity")
-      .field("oom_gpu_events", &step_result::oom_gpu_events, "the same counted once per GPU of the group")
+      .field("oom_gpu_events", &step_result::oom_gpu_events,
+             "the same counted once per GPU of the group")
       .field("capacity_bytes", &step_result::capacity_bytes, "HBM per GPU, bytes")
       .field("nic_contention_seconds", &step_result::nic_contention_seconds,
              "seconds micro-steps lost to NIC sharing")
@@ -102,7 +107,8 @@ void bind_simulator(py::module_& m) {
 
   m.def(
       "simulate",
-      [](const step_plan& plan, py::handle batch, py::handle truth, const sim::sim_options& options) {
+      [](const step_plan& plan, py::handle batch, py::handle truth,
+         const sim::sim_options& options) {
         const auto samples = to_batch(batch);
         const auto model = truth_of(truth);
         py::gil_scoped_release release;

@@ -1,14 +1,14 @@
 // The specs (model, GPU, cluster, training, execution config), their enums and presets, samples
 // and micro-batch shapes, the execution report.
 
-#include "bindings.hpp"
-
 #include "dcp/spec/execution_report.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/sample.hpp"
 #include "dcp/spec/training.hpp"
+
+#include "bindings.hpp"
 
 namespace dcp::python {
 
@@ -41,9 +41,10 @@ void bind_enums(py::module_& m) {
 }
 
 void bind_model(py::module_& m) {
-  record<model_spec>(m, "ModelSpec",
-                     "Shapes of a transformer (dcp::model_spec). For a diffusion transformer "
-                     "with factorised attention, layers counts spatial and temporal blocks together.")
+  record<model_spec>(
+      m, "ModelSpec",
+      "Shapes of a transformer (dcp::model_spec). For a diffusion transformer "
+      "with factorised attention, layers counts spatial and temporal blocks together.")
       .field("name", &model_spec::name, "display name")
       .field("family", &model_spec::family, "ModelFamily")
       .field("layers", &model_spec::layers, "transformer blocks")
@@ -55,7 +56,8 @@ void bind_model(py::module_& m) {
       .field("mlp", &model_spec::mlp, "MlpKind")
       .field("qkv_bias", &model_spec::qkv_bias, "q/k/v projections carry biases")
       .field("attention", &model_spec::attention, "the model's native AttentionKind")
-      .field("text_tokens", &model_spec::text_tokens, "cross-attention context (DiT captions), tokens")
+      .field("text_tokens", &model_spec::text_tokens,
+             "cross-attention context (DiT captions), tokens")
       .field("text_embed_dim", &model_spec::text_embed_dim, "width of the text encoder output")
       .finish()
       .def("head_dim", &model_spec::head_dim, "hidden / heads")
@@ -77,7 +79,7 @@ void bind_model(py::module_& m) {
   presets.def("qwen25_7b", &models::qwen25_7b, "Qwen2.5-7B");
   presets.def("qwen25_72b", &models::qwen25_72b, "Qwen2.5-72B");
   presets.def("stdit3_xl", &models::stdit3_xl,
-             "OpenSora 1.2 STDiT3-XL/2: 28 spatial + 28 temporal blocks, factorised attention");
+              "OpenSora 1.2 STDiT3-XL/2: 28 spatial + 28 temporal blocks, factorised attention");
   presets.def("wan21_14b", &models::wan21_14b, "Wan2.1-T2V-14B: 40 blocks, full 3D attention");
 }
 
@@ -85,15 +87,18 @@ void bind_hardware(py::module_& m) {
   record<gpu_spec>(m, "GpuSpec", "One GPU (dcp::gpu_spec).")
       .field("name", &gpu_spec::name, "display name")
       .field("peak_flops", &gpu_spec::peak_flops, "dense BF16 tensor-core FLOP/s")
-      .field("memory_bytes", &gpu_spec::memory_bytes, "HBM capacity as the driver reports it, bytes")
+      .field("memory_bytes", &gpu_spec::memory_bytes,
+             "HBM capacity as the driver reports it, bytes")
       .field("hbm_bandwidth", &gpu_spec::hbm_bandwidth, "HBM bandwidth, bytes/s")
       .field("streaming_multiprocessors", &gpu_spec::streaming_multiprocessors,
              "SMs, for GEMM efficiency at small token counts (0 = unknown: no fixed GEMM cost)")
       .finish();
 
   auto gpu_presets = m.def_submodule("gpus", "GPU presets (dcp::gpus).");
-  gpu_presets.def("h100_sxm", &gpus::h100_sxm, "H100 SXM5 80 GB: 989.4 TFLOP/s dense BF16, 3.35 TB/s");
-  gpu_presets.def("h200_sxm", &gpus::h200_sxm, "H200 SXM 141 GB: 989.4 TFLOP/s dense BF16, 4.8 TB/s");
+  gpu_presets.def("h100_sxm", &gpus::h100_sxm,
+                  "H100 SXM5 80 GB: 989.4 TFLOP/s dense BF16, 3.35 TB/s");
+  gpu_presets.def("h200_sxm", &gpus::h200_sxm,
+                  "H200 SXM 141 GB: 989.4 TFLOP/s dense BF16, 4.8 TB/s");
 
   record<cluster_spec>(m, "ClusterSpec",
                        "gpus GPUs in nodes of gpus_per_node, an NVSwitch domain per node and one "
@@ -101,16 +106,20 @@ void bind_hardware(py::module_& m) {
       .field("gpus", &cluster_spec::gpus, "GPUs in the cluster (the data-parallel world)")
       .field("gpus_per_node", &cluster_spec::gpus_per_node, "GPUs per node")
       .field("gpu", &cluster_spec::gpu, "GpuSpec of every GPU")
-      .field("nvlink_bandwidth", &cluster_spec::nvlink_bandwidth, "per GPU all-to-all bus bandwidth, bytes/s")
+      .field("nvlink_bandwidth", &cluster_spec::nvlink_bandwidth,
+             "per GPU all-to-all bus bandwidth, bytes/s")
       .field("nic_bandwidth", &cluster_spec::nic_bandwidth, "per GPU network bandwidth, bytes/s")
-      .field("intra_node_latency", &cluster_spec::intra_node_latency, "per collective inside a node, seconds")
-      .field("inter_node_latency", &cluster_spec::inter_node_latency, "per collective across nodes, seconds")
+      .field("intra_node_latency", &cluster_spec::intra_node_latency,
+             "per collective inside a node, seconds")
+      .field("inter_node_latency", &cluster_spec::inter_node_latency,
+             "per collective across nodes, seconds")
       .finish()
       .def("nodes", &cluster_spec::nodes, "gpus / gpus_per_node")
       .def("node_of", &cluster_spec::node_of, py::arg("rank"), "the node of a rank")
       .def("validate", &cluster_spec::validate,
            "Raise InvalidSpec naming the first bad field, its value and the limit.")
-      .def_readonly_static("max_gpus", &cluster_spec::max_gpus, "largest cluster a spec may describe");
+      .def_readonly_static("max_gpus", &cluster_spec::max_gpus,
+                           "largest cluster a spec may describe");
 
   m.def(
       "hgx_cluster",
@@ -129,10 +138,12 @@ void bind_training(py::module_& m) {
       .field("zero_stage", &training_spec::zero_stage, "ZeRO stage over the whole world, 0..3")
       .field("headroom_bytes", &training_spec::headroom_bytes,
              "bytes kept free per GPU (the larger of this and headroom_fraction of capacity)")
-      .field("headroom_fraction", &training_spec::headroom_fraction, "fraction of capacity kept free")
+      .field("headroom_fraction", &training_spec::headroom_fraction,
+             "fraction of capacity kept free")
       .field("runtime_reserve_bytes", &training_spec::runtime_reserve_bytes,
              "CUDA context and NCCL buffers, bytes")
-      .field("sp", &training_spec::sp, "SequenceParallel style of every group, or automatic: chosen per micro-batch")
+      .field("sp", &training_spec::sp,
+             "SequenceParallel style of every group, or automatic: chosen per micro-batch")
       .field("normalise_by", &training_spec::normalise_by, "LossNormalisation")
       .field("chunked_cross_entropy", &training_spec::chunked_cross_entropy,
              "fused/chunked cross-entropy: no full logits tensor")
@@ -146,15 +157,18 @@ void bind_training(py::module_& m) {
   record<recompute_setting>(m, "RecomputeSetting",
                             "Activation recomputation of a micro-batch: `layers` blocks fully "
                             "recomputed, `selective` recomputes the cheap parts of the others.")
-      .field("layers", &recompute_setting::layers, "blocks fully recomputed (checkpointed at their input)")
-      .field("selective", &recompute_setting::selective, "recompute norms and MLP activations of the others")
+      .field("layers", &recompute_setting::layers,
+             "blocks fully recomputed (checkpointed at their input)")
+      .field("selective", &recompute_setting::selective,
+             "recompute norms and MLP activations of the others")
       .finish()
       .def_static("none", &recompute_setting::none, "no recomputation")
       .def_static("selective_only", &recompute_setting::selective_only, "selective, no full layers")
       .def_static(
           "full",
           [](py::handle layers) {
-            return recompute_setting::full(from_python<std::int32_t>(layers, "RecomputeSetting.full: layers"));
+            return recompute_setting::full(
+                from_python<std::int32_t>(layers, "RecomputeSetting.full: layers"));
           },
           py::arg("model_layers"), "every one of the model's layers recomputed")
       .def_static(
@@ -179,7 +193,8 @@ void bind_training(py::module_& m) {
       .field("recompute", &execution_config::recompute, "RecomputeSetting")
       .finish();
   m.def(
-      "validate", [](const execution_config& c, const model_spec& model, const cluster_spec& cluster) {
+      "validate",
+      [](const execution_config& c, const model_spec& model, const cluster_spec& cluster) {
         validate(c, model, cluster);
       },
       py::arg("config"), py::arg("model"), py::arg("cluster"),
@@ -235,7 +250,8 @@ void bind_samples(py::module_& m) {
       .def(py::self += py::self);
 
   record<execution_report>(m, "ExecutionReport", "What the framework measured for one micro-batch.")
-      .field("seconds", &execution_report::seconds, "wall time of forward + backward, seconds (0: not measured)")
+      .field("seconds", &execution_report::seconds,
+             "wall time of forward + backward, seconds (0: not measured)")
       .field("peak_bytes", &execution_report::peak_bytes, "peak device bytes (0: not measured)")
       .field("out_of_memory", &execution_report::out_of_memory, "ran out of device memory")
       .finish();

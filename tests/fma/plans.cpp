@@ -3,8 +3,8 @@
 // and for x86-64-v3 with contraction on. The first two print the same plans; the third must
 // refuse to build a scheduler. Prints DCP_TEST_SKIPPED where this CPU has no FMA.
 
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "dcp/dcp.hpp"
@@ -37,11 +37,13 @@ int main() {
   }
 #endif
   using namespace dcp;
-  const std::vector<model_spec> models{models::llama3_8b(), models::llama3_70b(), models::qwen25_7b()};
+  const std::vector<model_spec> models{models::llama3_8b(), models::llama3_70b(),
+                                       models::qwen25_7b()};
   int planned = 0;
   for (std::size_t m = 0; m < models.size(); ++m)
     for (const std::int64_t nodes : {1, 4, 32})
-      for (const auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
+      for (const auto sp :
+           {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
         training_spec training;
         training.sp = sp;
         training.zero_stage = nodes == 1 ? 1 : 3;
@@ -50,13 +52,15 @@ int main() {
               analytic_cost_model(models[m], hgx_cluster(nodes, gpus::h100_sxm()), training));
           for (std::uint64_t seed = 1; seed <= 3; ++seed) {
             const auto plan = scheduler.plan(batch_of(seed + 10 * m, 64 * nodes + 40));
-            std::printf("%zu %lld %d %llu %016llx %a %a\n", m, static_cast<long long>(nodes), static_cast<int>(sp),
-                        static_cast<unsigned long long>(seed), static_cast<unsigned long long>(plan.fingerprint),
-                        plan.makespan_seconds, plan.lower_bound_seconds);
+            std::printf("%zu %lld %d %llu %016llx %a %a\n", m, static_cast<long long>(nodes),
+                        static_cast<int>(sp), static_cast<unsigned long long>(seed),
+                        static_cast<unsigned long long>(plan.fingerprint), plan.makespan_seconds,
+                        plan.lower_bound_seconds);
             ++planned;
           }
         } catch (const sample_does_not_fit&) {
-          std::printf("%zu %lld %d does not fit\n", m, static_cast<long long>(nodes), static_cast<int>(sp));
+          std::printf("%zu %lld %d does not fit\n", m, static_cast<long long>(nodes),
+                      static_cast<int>(sp));
         } catch (const invalid_spec& e) {
           std::printf("refused: %s\n", e.what());
           return 0;

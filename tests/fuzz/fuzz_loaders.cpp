@@ -27,8 +27,10 @@ void check_samples(const std::vector<dcp::sample>& samples, bool video) {
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const auto& s = samples[i];
     if (s.id != i) bug("a sample's id is not its index", video ? "read_video_csv" : "read_lengths");
-    if (s.tokens < 1) bug("a sample has fewer than 1 token", video ? "read_video_csv" : "read_lengths");
-    if (video != s.video.has_value()) bug("a sample is of the wrong kind", video ? "read_video_csv" : "read_lengths");
+    if (s.tokens < 1)
+      bug("a sample has fewer than 1 token", video ? "read_video_csv" : "read_lengths");
+    if (video != s.video.has_value())
+      bug("a sample is of the wrong kind", video ? "read_video_csv" : "read_lengths");
     if (video && (s.video->frames < 1 || s.video->height < 1 || s.video->width < 1 ||
                   s.video->tokens() != s.tokens))
       bug("a video sample's shape does not give its tokens", "read_video_csv");
@@ -50,15 +52,19 @@ void run(Load&& load, bool video) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  run([&] {
-    std::istringstream input(text);
-    return dcp::workload::read_lengths(input, "fuzz.txt");
-  }, false);
+  run(
+      [&] {
+        std::istringstream input(text);
+        return dcp::workload::read_lengths(input, "fuzz.txt");
+      },
+      false);
   for (const auto attention : {dcp::attention_kind::factorised, dcp::attention_kind::full}) {
-    run([&] {
-      std::istringstream input(text);
-      return dcp::workload::read_video_csv(input, "fuzz.csv", attention);
-    }, true);
+    run(
+        [&] {
+          std::istringstream input(text);
+          return dcp::workload::read_video_csv(input, "fuzz.csv", attention);
+        },
+        true);
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "dcp/error.hpp"
 #include "dcp/plan/json_reader.hpp"
 #include "dcp/sim/simulator.hpp"
+
 #include "plan_fixture.hpp"
 
 namespace {

@@ -10,6 +10,7 @@
 
 #include "dcp/dcp.hpp"
 #include "dcp/plan/json.hpp"
+
 #include "plan_fixture.hpp"
 
 int main(int argc, char** argv) {

@@ -34,4 +34,4 @@ inline cluster_spec plan_cluster(std::int64_t gpus) {
 
 inline constexpr std::array<std::int64_t, 5> plan_cluster_sizes = {1, 2, 4, 8, 16};
 
-}  // namespace dcp::fuzz
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::fuzz

@@ -10,10 +10,6 @@
 // The NCCL cases are compiled when the build has dcp::nccl (DCP_TEST_NCCL).
 
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
-
-#include <cuda_runtime_api.h>
-
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -24,7 +20,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "../support/errors.hpp"
+#include <cuda_runtime_api.h>
+
+#include <doctest/doctest.h>
+
 #include "dcp/cuda/check.hpp"
 #include "dcp/cuda/device_guard.hpp"
 #include "dcp/cuda/event_timer.hpp"
@@ -33,6 +32,8 @@
 #include "dcp/runtime/communicator.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/runtime/in_process.hpp"
+
+#include "../support/errors.hpp"
 
 #if DCP_TEST_NCCL
 #include <nccl.h>

@@ -27,14 +27,15 @@ int main() {
   std::cout << "dcp " << DCP_VERSION_STRING << ", Llama-3 8B parameters: " << params << '\n';
 #if defined(DCP_CONSUMER_USES_DEFAULT_SCHEDULER)
   // DataCentricScheduler<> is instantiated once, in the package's default_scheduler.cpp.
-  const dcp::DataCentricScheduler<> scheduler(
-      dcp::analytic_cost_model(dcp::models::llama3_8b(), dcp::hgx_cluster(1, dcp::gpus::h200_sxm())));
+  const dcp::DataCentricScheduler<> scheduler(dcp::analytic_cost_model(
+      dcp::models::llama3_8b(), dcp::hgx_cluster(1, dcp::gpus::h200_sxm())));
   const auto plan = scheduler.plan(std::vector<dcp::sample>{{1, 4096}, {2, 512}, {3, 30000}});
   std::cout << "plan: " << plan.micro_steps.size() << " micro-steps\n";
   if (plan.micro_steps.empty()) return 1;
 #endif
 #if defined(DCP_CONSUMER_USES_SIM)
-  const dcp::sim::truth_model truth(dcp::models::llama3_8b(), dcp::hgx_cluster(1, dcp::gpus::h200_sxm()));
+  const dcp::sim::truth_model truth(dcp::models::llama3_8b(),
+                                    dcp::hgx_cluster(1, dcp::gpus::h200_sxm()));
   std::cout << "truth model budget: " << truth.memory_budget() << " bytes\n";
 #endif
 #if defined(DCP_CONSUMER_USES_MPI)

@@ -15,14 +15,14 @@
 //   stuck      (Finding 36g) rank 1 is stuck in its executor (sleeps 100 s) while ranks 0, 2
 //              and 3 gather with a collective timeout of 2 s: the job must end, naming a rank
 
-#include <mpi.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include <mpi.h>
 
 #include "dcp/error.hpp"
 #include "dcp/mpi/communicator.hpp"
@@ -54,7 +54,8 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc != 2) return usage();
   const std::string_view scenario = argv[1];
-  const dcp::mpi::environment_options wait_2_s{.abort_code = 3, .finalize_timeout = std::chrono::seconds(2)};
+  const dcp::mpi::environment_options wait_2_s{.abort_code = 3,
+                                               .finalize_timeout = std::chrono::seconds(2)};
 
   if (scenario == "unwind") {
     try {
@@ -82,14 +83,17 @@ int main(int argc, char** argv) {
     });
   }
   if (scenario == "swallowed") {
-    return dcp::mpi::environment::run(argc, argv, [] {
-      try {
-        rank_1_fails_while_others_gather();
-      } catch (const dcp::error& e) {
-        std::fprintf(stderr, "rank 1 caught and swallowed: %s\n", e.what());
-      }
-      return 0;
-    }, wait_2_s);
+    return dcp::mpi::environment::run(
+        argc, argv,
+        [] {
+          try {
+            rank_1_fails_while_others_gather();
+          } catch (const dcp::error& e) {
+            std::fprintf(stderr, "rank 1 caught and swallowed: %s\n", e.what());
+          }
+          return 0;
+        },
+        wait_2_s);
   }
   if (scenario == "stuck") {
     return dcp::mpi::environment::run(argc, argv, [] {
@@ -105,14 +109,17 @@ int main(int argc, char** argv) {
     });
   }
   if (scenario == "clean") {
-    return dcp::mpi::environment::run(argc, argv, [] {
-      auto world = dcp::mpi::communicator::world();
-      const std::int64_t mine[1] = {world.rank()};
-      const auto all = world.all_gather(mine);
-      for (std::size_t r = 0; r < all.size(); ++r)
-        if (all[r] != static_cast<std::int64_t>(r)) return 1;
-      return 0;
-    }, wait_2_s);
+    return dcp::mpi::environment::run(
+        argc, argv,
+        [] {
+          auto world = dcp::mpi::communicator::world();
+          const std::int64_t mine[1] = {world.rank()};
+          const auto all = world.all_gather(mine);
+          for (std::size_t r = 0; r < all.size(); ++r)
+            if (all[r] != static_cast<std::int64_t>(r)) return 1;
+          return 0;
+        },
+        wait_2_s);
   }
   return usage();
 }

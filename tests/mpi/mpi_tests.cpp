@@ -6,8 +6,6 @@
 // main is dcp::mpi::environment::run: an unexpected exception, or a failed run (non-zero
 // return), aborts the whole job (MPI_Abort) rather than leaving ranks waiting.
 
-#include <mpi.h>
-
 #include <bit>
 #include <chrono>
 #include <cstdint>
@@ -18,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "../support/batches.hpp"
-#include "../support/errors.hpp"
+#include <mpi.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/mpi/communicator.hpp"
 #include "dcp/runtime/calibrated_step.hpp"
@@ -29,11 +27,14 @@
 #include "dcp/sim/truth_model.hpp"
 #include "dcp/testing/communicator_conformance.hpp"
 
+#include "../support/batches.hpp"
+#include "../support/errors.hpp"
+
 namespace {
 
+using dcp::mpi::communicator;
 using dcp::test::contains;
 using dcp::test::message_of;
-using dcp::mpi::communicator;
 
 struct failures {
   int rank = 0;
@@ -98,20 +99,27 @@ void check_errors(failures& f) {
     dcp::mpi::check(MPI_ERR_COMM, "MPI_Comm_split");
     f.expect(false, "check(MPI_ERR_COMM) did not throw");
   } catch (const dcp::comm_error& e) {
-    f.expect(e.call() == "MPI_Comm_split" && e.code() == MPI_ERR_COMM &&
-                 contains(e.what(), "MPI_Comm_split failed with code " + std::to_string(MPI_ERR_COMM)) &&
-                 !e.detail().empty(),
-             std::string("check(MPI_ERR_COMM) gave: ") + e.what());
+    f.expect(
+        e.call() == "MPI_Comm_split" && e.code() == MPI_ERR_COMM &&
+            contains(e.what(), "MPI_Comm_split failed with code " + std::to_string(MPI_ERR_COMM)) &&
+            !e.detail().empty(),
+        std::string("check(MPI_ERR_COMM) gave: ") + e.what());
   }
-  f.expect(message_of([] { (void)communicator::borrowed(MPI_COMM_NULL); }) != "(no dcp::error thrown)",
-           "wrapping MPI_COMM_NULL did not throw");
+  f.expect(
+      message_of([] { (void)communicator::borrowed(MPI_COMM_NULL); }) != "(no dcp::error thrown)",
+      "wrapping MPI_COMM_NULL did not throw");
 
   // Bad options name the field and the value.
-  const auto zero_code = message_of([] { dcp::mpi::environment env(nullptr, nullptr, {.abort_code = 0}); });
-  f.expect(contains(zero_code, "options.abort_code = 0, must be non-zero"), "abort_code 0 gave: " + zero_code);
-  const auto negative = message_of(
-      [] { dcp::mpi::environment env(nullptr, nullptr, {.finalize_timeout = std::chrono::milliseconds(-5)}); });
-  f.expect(contains(negative, "options.finalize_timeout = -5 ms, must be >= 0"), "finalize_timeout -5 gave: " + negative);
+  const auto zero_code =
+      message_of([] { dcp::mpi::environment env(nullptr, nullptr, {.abort_code = 0}); });
+  f.expect(contains(zero_code, "options.abort_code = 0, must be non-zero"),
+           "abort_code 0 gave: " + zero_code);
+  const auto negative = message_of([] {
+    dcp::mpi::environment env(nullptr, nullptr,
+                              {.finalize_timeout = std::chrono::milliseconds(-5)});
+  });
+  f.expect(contains(negative, "options.finalize_timeout = -5 ms, must be >= 0"),
+           "finalize_timeout -5 gave: " + negative);
   // An environment made while MPI runs owns nothing: it neither finalizes nor aborts, even when
   // destroyed during unwinding (the one that owns MPI decides).
   try {
@@ -125,7 +133,8 @@ void check_errors(failures& f) {
 }
 
 void check_conformance(communicator& world, failures& f) {
-  for (const auto& line : dcp::testing::check_communicator(world)) f.lines.push_back("conformance: " + line);
+  for (const auto& line : dcp::testing::check_communicator(world))
+    f.lines.push_back("conformance: " + line);
 }
 
 void check_ownership(communicator& world, failures& f) {
@@ -134,7 +143,8 @@ void check_ownership(communicator& world, failures& f) {
   f.expect(!world.owns(), "the world handle claims to own MPI_COMM_WORLD");
   if (!made) return;
   communicator moved(std::move(*made));
-  f.expect(made->native() == MPI_COMM_NULL && !made->owns(), "a moved-from communicator still holds its handle");
+  f.expect(made->native() == MPI_COMM_NULL && !made->owns(),
+           "a moved-from communicator still holds its handle");
   f.expect(moved.owns() && moved.size() == world.size() && moved.rank() == world.rank(),
            "a moved communicator lost its rank, size or ownership");
   const auto members = members_of(moved, world.rank());
@@ -145,23 +155,28 @@ void check_group_cache(communicator& world, failures& f) {
   const std::int64_t rank = world.rank();
   dcp::group_cache<communicator> cache(world);
   cache.warm_up(4);
-  f.expect(cache.entries() == 3, "cache holds " + std::to_string(cache.entries()) + " degrees, expected 3");
-  f.expect(cache.groups_in_world() == 4 + 2 + 1,
-           "cache reports " + std::to_string(cache.groups_in_world()) + " groups in the world, expected 7");
+  f.expect(cache.entries() == 3,
+           "cache holds " + std::to_string(cache.entries()) + " degrees, expected 3");
+  f.expect(cache.groups_in_world() == 4 + 2 + 1, "cache reports " +
+                                                     std::to_string(cache.groups_in_world()) +
+                                                     " groups in the world, expected 7");
   for (const std::int64_t degree : {1, 2, 4}) {
     const auto first = rank / degree * degree;
     auto& group = cache.group(first, degree);
-    f.expect(&group == &cache.group(first, degree), "degree " + std::to_string(degree) + ": a second lookup gave another object");
+    f.expect(&group == &cache.group(first, degree),
+             "degree " + std::to_string(degree) + ": a second lookup gave another object");
     f.expect(group.size() == degree && group.rank() == rank - first,
-             "degree " + std::to_string(degree) + ": rank " + std::to_string(group.rank()) + " of " +
-                 std::to_string(group.size()));
+             "degree " + std::to_string(degree) + ": rank " + std::to_string(group.rank()) +
+                 " of " + std::to_string(group.size()));
     const auto members = members_of(group, rank);
-    f.expect(members == iota(first, degree),
-             "degree " + std::to_string(degree) + ": members " + join(members) + ", expected " + join(iota(first, degree)));
+    f.expect(members == iota(first, degree), "degree " + std::to_string(degree) + ": members " +
+                                                 join(members) + ", expected " +
+                                                 join(iota(first, degree)));
   }
   // A bad request names the degree and the limit, and creates nothing.
   const auto msg = message_of([&] { cache.group(0, 3); });
-  f.expect(contains(msg, "degree = 3") && contains(msg, "power of two in [1, 4]"), "bad degree gave: " + msg);
+  f.expect(contains(msg, "degree = 3") && contains(msg, "power of two in [1, 4]"),
+           "bad degree gave: " + msg);
   f.expect(cache.entries() == 3, "a bad request changed the cache");
 }
 
@@ -173,11 +188,14 @@ void check_agreement(communicator& world, failures& f) {
 
   // Rank 1 plans a different batch: every rank gets the error, naming rank 1 on its own.
   const auto other = plan_on_4_gpus(8);
-  f.expect(dcp::compute_fingerprint(other) != plan.fingerprint, "two batches gave the same fingerprint");
+  f.expect(dcp::compute_fingerprint(other) != plan.fingerprint,
+           "two batches gave the same fingerprint");
   const auto msg = message_of([&] { dcp::agree_on_plan(world, world.rank() == 1 ? other : plan); });
   f.expect(contains(msg, "plan disagreement across 4 ranks") &&
-               contains(msg, "ranks 0, 2 and 3 planned fingerprint " + dcp::detail::hex64(plan.fingerprint)) &&
-               contains(msg, "; rank 1 planned fingerprint " + dcp::detail::hex64(dcp::compute_fingerprint(other))),
+               contains(msg, "ranks 0, 2 and 3 planned fingerprint " +
+                                 dcp::detail::hex64(plan.fingerprint)) &&
+               contains(msg, "; rank 1 planned fingerprint " +
+                                 dcp::detail::hex64(dcp::compute_fingerprint(other))),
            "mismatch gave: " + msg);
 }
 
@@ -189,7 +207,8 @@ void check_run_step(communicator& world, failures& f) {
   const auto reports = dcp::run_step(world, cache, plan, executor);
   const auto mine = plan.steps_of(rank);
   if (reports.size() != mine.size() || executor.calls.size() != mine.size()) {
-    f.expect(false, "ran " + std::to_string(executor.calls.size()) + " of " + std::to_string(mine.size()) + " micro-steps");
+    f.expect(false, "ran " + std::to_string(executor.calls.size()) + " of " +
+                        std::to_string(mine.size()) + " micro-steps");
     return;
   }
   for (std::size_t i = 0; i < mine.size(); ++i) {
@@ -199,8 +218,10 @@ void check_run_step(communicator& world, failures& f) {
     f.expect(c.sequence == m.sequence && (i == 0 || c.sequence > executor.calls[i - 1].sequence),
              where + "out of order at call " + std::to_string(i));
     f.expect(c.group_members == iota(m.first_rank, m.degree()),
-             where + "group " + join(c.group_members) + ", expected " + join(iota(m.first_rank, m.degree())));
-    f.expect(c.recompute == m.config.recompute && c.loss_scale == m.loss_scale, where + "wrong settings");
+             where + "group " + join(c.group_members) + ", expected " +
+                 join(iota(m.first_rank, m.degree())));
+    f.expect(c.recompute == m.config.recompute && c.loss_scale == m.loss_scale,
+             where + "wrong settings");
     f.expect(reports[i].peak_bytes == m.peak_bytes, where + "report out of order");
   }
   // A second step reuses the cache: no new degrees.
@@ -208,7 +229,8 @@ void check_run_step(communicator& world, failures& f) {
   executor.calls.clear();
   dcp::run_step(world, cache, plan, executor);
   f.expect(cache.entries() == held, "the second step created degrees");
-  f.expect(executor.calls.size() == mine.size(), "the second step ran a different number of micro-steps");
+  f.expect(executor.calls.size() == mine.size(),
+           "the second step ran a different number of micro-steps");
 }
 
 /// Reports the simulator's truth model for its micro-batches, each rank its own measurement
@@ -218,7 +240,8 @@ struct truth_executor {
   const std::vector<dcp::sample>* batch;
   std::int64_t world_rank = 0;
   int discarded = 0;
-  dcp::execution_report run(const dcp::micro_step& m, communicator& group, dcp::recompute_setting r, double) {
+  dcp::execution_report run(const dcp::micro_step& m, communicator& group, dcp::recompute_setting r,
+                            double) {
     (void)members_of(group, world_rank);  // a collective over the group, as a real one runs
     dcp::micro_batch_shape s;
     for (const auto id : m.sample_ids)
@@ -244,7 +267,8 @@ void check_calibrated_step(communicator& world, failures& f) {
   no_headroom.headroom_fraction = 0;
   const dcp::sim::truth_model truth(dcp::models::llama3_8b(), cluster, no_headroom);
   using model = dcp::calibrated<dcp::analytic_cost_model>;
-  dcp::DataCentricScheduler<model> scheduler{model(dcp::analytic_cost_model(dcp::models::llama3_8b(), cluster, no_headroom))};
+  dcp::DataCentricScheduler<model> scheduler{
+      model(dcp::analytic_cost_model(dcp::models::llama3_8b(), cluster, no_headroom))};
   dcp::group_cache<communicator> cache(world);
   std::int64_t replans = 0;
   for (std::uint64_t step = 0; step < 3; ++step) {
@@ -252,18 +276,23 @@ void check_calibrated_step(communicator& world, failures& f) {
     truth_executor executor{&truth, &batch, world.rank()};
     const auto result = dcp::run_calibrated_step(world, cache, scheduler, batch, executor);
     replans += result.attempts - 1;
-    f.expect(executor.discarded == result.attempts - 1, "discarded gradients " + std::to_string(executor.discarded) +
-                                                            " times in " + std::to_string(result.attempts) + " attempts");
+    f.expect(executor.discarded == result.attempts - 1,
+             "discarded gradients " + std::to_string(executor.discarded) + " times in " +
+                 std::to_string(result.attempts) + " attempts");
     // The same model on every rank: gather the bits of its weights.
     std::vector<std::int64_t> mine;
-    for (const double w : scheduler.cost().time_weights()) mine.push_back(std::bit_cast<std::int64_t>(w));
-    for (const double w : scheduler.cost().memory_weights()) mine.push_back(std::bit_cast<std::int64_t>(w));
+    for (const double w : scheduler.cost().time_weights())
+      mine.push_back(std::bit_cast<std::int64_t>(w));
+    for (const double w : scheduler.cost().memory_weights())
+      mine.push_back(std::bit_cast<std::int64_t>(w));
     mine.push_back(static_cast<std::int64_t>(result.plan.fingerprint));
     mine.push_back(result.attempts);
     const auto all = world.all_gather(mine);
     for (std::size_t r = 1; r < 4; ++r)
-      f.expect(std::equal(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * mine.size())),
-               "step " + std::to_string(step) + ": rank " + std::to_string(r) + " holds another model, plan or attempt count");
+      f.expect(std::equal(mine.begin(), mine.end(),
+                          all.begin() + static_cast<std::ptrdiff_t>(r * mine.size())),
+               "step " + std::to_string(step) + ": rank " + std::to_string(r) +
+                   " holds another model, plan or attempt count");
     for (const auto& o : result.observations)
       f.expect(!o.report.out_of_memory, "the finished plan has a micro-step out of memory");
   }
@@ -280,7 +309,9 @@ int main(int argc, char** argv) {
     failures f;
     f.rank = world.rank();
     if (world.size() != 4) {
-      if (f.rank == 0) std::cerr << "dcp_mpi_tests needs 4 ranks (mpiexec -n 4), got " << world.size() << std::endl;
+      if (f.rank == 0)
+        std::cerr << "dcp_mpi_tests needs 4 ranks (mpiexec -n 4), got " << world.size()
+                  << std::endl;
       return 1;
     }
 
@@ -309,9 +340,11 @@ int main(int argc, char** argv) {
 
     int mine = f.lines.empty() ? 0 : 1;
     int any = 0;
-    dcp::mpi::check(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    dcp::mpi::check(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
+                    "MPI_Allreduce");
     if (f.rank == 0)
-      std::cout << (any ? "mpi tests FAILED" : "mpi tests passed") << " on " << world.size() << " ranks" << std::endl;
+      std::cout << (any ? "mpi tests FAILED" : "mpi tests passed") << " on " << world.size()
+                << " ranks" << std::endl;
     return any ? 1 : 0;
   });
 }

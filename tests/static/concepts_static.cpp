@@ -62,7 +62,8 @@ static_assert(!dcp::cost_model<int>);
 struct cost_with_gradient_sync : minimal_cost {
   double gradient_sync_seconds() const { return 0.5; }
 };
-struct cost_with_mutable_gradient_sync : minimal_cost {  // non-const: the scheduler calls it on const
+struct cost_with_mutable_gradient_sync
+    : minimal_cost {  // non-const: the scheduler calls it on const
   double gradient_sync_seconds() { return 0.5; }
 };
 struct cost_with_gradient_sync_taking_a_plan : minimal_cost {
@@ -78,15 +79,18 @@ struct cost_with_marginal_of_a_sample : minimal_cost {
   double marginal_seconds(const dcp::sample&) const { return 0; }
 };
 struct cost_with_private_marginal : minimal_cost {
-private:
+ private:
   double marginal_seconds(const micro_batch_shape&, const execution_config&) const { return 0; }
 };
 struct cost_with_time_terms : minimal_cost {
   static constexpr std::size_t time_term_count = 2;
   static constexpr std::array<double, 2> time_term_priors{1.0, 1.0};
   static constexpr std::array<std::string_view, 2> time_term_names{"a", "b"};
-  std::array<double, 2> time_terms(const micro_batch_shape&, const execution_config&) const { return {}; }
-  std::array<double, 2> marginal_time_terms(const micro_batch_shape&, const execution_config&) const {
+  std::array<double, 2> time_terms(const micro_batch_shape&, const execution_config&) const {
+    return {};
+  }
+  std::array<double, 2> marginal_time_terms(const micro_batch_shape&,
+                                            const execution_config&) const {
     return {};
   }
 };
@@ -94,12 +98,16 @@ struct cost_with_time_terms_but_no_marginals : minimal_cost {
   static constexpr std::size_t time_term_count = 2;
   [[maybe_unused]] static constexpr std::array<double, 2> time_term_priors{1.0, 1.0};
   [[maybe_unused]] static constexpr std::array<std::string_view, 2> time_term_names{"a", "b"};
-  std::array<double, 2> time_terms(const micro_batch_shape&, const execution_config&) const { return {}; }
+  std::array<double, 2> time_terms(const micro_batch_shape&, const execution_config&) const {
+    return {};
+  }
 };
 struct cost_with_memory_terms_of_wrong_size : minimal_cost {
   static constexpr std::size_t memory_term_count = 2;
   [[maybe_unused]] static constexpr std::array<std::string_view, 2> memory_term_names{"a", "b"};
-  std::array<double, 3> memory_terms(const micro_batch_shape&, const execution_config&) const { return {}; }
+  std::array<double, 3> memory_terms(const micro_batch_shape&, const execution_config&) const {
+    return {};
+  }
 };
 struct cost_by_tokens : minimal_cost {
   static constexpr bool memory_by_tokens = true;
@@ -195,7 +203,8 @@ struct recompute_without_name {
 };
 static_assert(dcp::recompute_strategy<minimal_recompute, minimal_cost>);
 static_assert(dcp::recompute_strategy<dcp::pyramid_recompute, dcp::analytic_cost_model>);
-static_assert(!dcp::recompute_strategy<minimal_recompute, dcp::analytic_cost_model>);  // wrong model
+static_assert(
+    !dcp::recompute_strategy<minimal_recompute, dcp::analytic_cost_model>);  // wrong model
 static_assert(!dcp::recompute_strategy<recompute_returning_plain_setting, minimal_cost>);
 static_assert(!dcp::recompute_strategy<recompute_without_name, minimal_cost>);
 // The optional fit_decides must be a constant (Finding 04).
@@ -245,8 +254,8 @@ static_assert(!dcp::placement_policy<placement_returning_plan, cost, rec>);
 static_assert(!dcp::placement_policy<placement_without_name, cost, rec>);
 
 // The scheduler composes minimal models of every concept.
-using minimal_scheduler =
-    dcp::DataCentricScheduler<minimal_cost, minimal_bucketing, minimal_recompute, minimal_placement>;
+using minimal_scheduler = dcp::DataCentricScheduler<minimal_cost, minimal_bucketing,
+                                                    minimal_recompute, minimal_placement>;
 static_assert(std::is_class_v<minimal_scheduler>);
 
 }  // namespace

@@ -58,7 +58,10 @@ struct communicator_with_double_size {
   std::optional<minimal_group> split(int, int) { return std::nullopt; }
 };
 struct communicator_splitting_to_non_communicator {  // the split's result lacks all_gather
-  struct half { int rank() const { return 0; } int size() const { return 1; } };
+  struct half {
+    int rank() const { return 0; }
+    int size() const { return 1; }
+  };
   int rank() const { return 0; }
   int size() const { return 1; }
   std::vector<std::int64_t> all_gather(std::span<const std::int64_t>) { return {}; }
@@ -79,19 +82,24 @@ static_assert(std::same_as<dcp::group_cache<minimal_communicator>::group_type, m
 
 // ---- micro_batch_executor ----------------------------------------------------------------------
 struct minimal_executor {
-  dcp::execution_report run(const dcp::micro_step&, minimal_group&, dcp::recompute_setting, double) { return {}; }
+  dcp::execution_report run(const dcp::micro_step&, minimal_group&, dcp::recompute_setting,
+                            double) {
+    return {};
+  }
 };
 struct executor_returning_seconds {
   double run(const dcp::micro_step&, minimal_group&, dcp::recompute_setting, double) { return 0; }
 };
 struct executor_for_another_group {
-  dcp::execution_report run(const dcp::micro_step&, dcp::in_process_communicator&, dcp::recompute_setting,
-                            double) {
+  dcp::execution_report run(const dcp::micro_step&, dcp::in_process_communicator&,
+                            dcp::recompute_setting, double) {
     return {};
   }
 };
 struct executor_without_loss_scale {
-  dcp::execution_report run(const dcp::micro_step&, minimal_group&, dcp::recompute_setting) { return {}; }
+  dcp::execution_report run(const dcp::micro_step&, minimal_group&, dcp::recompute_setting) {
+    return {};
+  }
 };
 static_assert(dcp::micro_batch_executor<minimal_executor, minimal_group>);
 static_assert(!dcp::micro_batch_executor<executor_returning_seconds, minimal_group>);

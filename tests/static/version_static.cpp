@@ -9,7 +9,8 @@
 #include "dcp/runtime.hpp"
 #include "dcp/version.hpp"
 
-static_assert(DCP_VERSION == DCP_VERSION_MAJOR * 10000 + DCP_VERSION_MINOR * 100 + DCP_VERSION_PATCH);
+static_assert(DCP_VERSION ==
+              DCP_VERSION_MAJOR * 10000 + DCP_VERSION_MINOR * 100 + DCP_VERSION_PATCH);
 // DCP_TEST_PROJECT_VERSION_* come from CMake's project(VERSION), which reads version.hpp.
 static_assert(DCP_VERSION_MAJOR == DCP_TEST_PROJECT_VERSION_MAJOR);
 static_assert(DCP_VERSION_MINOR == DCP_TEST_PROJECT_VERSION_MINOR);
@@ -25,9 +26,10 @@ static_assert(same_text(DCP_VERSION_STRING,
                         DCP_TEST_STRINGIFY(DCP_VERSION_MAJOR) "." DCP_TEST_STRINGIFY(
                             DCP_VERSION_MINOR) "." DCP_TEST_STRINGIFY(DCP_VERSION_PATCH)));
 // The ABI tag names the version it belongs to (v<major>_<minor> while the major version is 0).
-static_assert(DCP_VERSION_MAJOR != 0 ||
-              same_text(DCP_TEST_STRINGIFY(DCP_ABI_NAMESPACE),
-                        "v" DCP_TEST_STRINGIFY(DCP_VERSION_MAJOR) "_" DCP_TEST_STRINGIFY(DCP_VERSION_MINOR)));
+static_assert(
+    DCP_VERSION_MAJOR != 0 ||
+    same_text(DCP_TEST_STRINGIFY(DCP_ABI_NAMESPACE),
+              "v" DCP_TEST_STRINGIFY(DCP_VERSION_MAJOR) "_" DCP_TEST_STRINGIFY(DCP_VERSION_MINOR)));
 
 // The public names are the inline namespace's: dcp::x and dcp::v0_1::x are one entity, in
 // every layer (specs, cost, placement, plan, runtime, detail).

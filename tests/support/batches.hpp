@@ -20,7 +20,7 @@ namespace dcp::test {
 
 /// splitmix64: tiny, seedable, identical on every platform.
 class rng {
-public:
+ public:
   explicit rng(std::uint64_t seed) : state_(seed) {}
   std::uint64_t next() {
     std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
@@ -29,9 +29,11 @@ public:
     return z ^ (z >> 31);
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
+  std::int64_t below(std::int64_t n) {
+    return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n));
+  }
 
-private:
+ private:
   std::uint64_t state_;
 };
 
@@ -50,7 +52,8 @@ inline std::int64_t heavy_tailed_length(rng& r, std::int64_t cap) {
 }
 
 /// `count` text samples with ids from a scrambled range (so id order != length order).
-inline std::vector<sample> heavy_tailed_batch(std::uint64_t seed, std::size_t count, std::int64_t cap) {
+inline std::vector<sample> heavy_tailed_batch(std::uint64_t seed, std::size_t count,
+                                              std::int64_t cap) {
   rng r(seed);
   std::vector<sample> batch;
   for (std::size_t i = 0; i < count; ++i)
@@ -73,7 +76,9 @@ struct scenario {
   training_spec training;
 };
 
-inline std::string wikipedia_path() { return std::string(DCP_SHARED_DATA_DIR) + "/wikipedia-lengths.txt"; }
+inline std::string wikipedia_path() {
+  return std::string(DCP_SHARED_DATA_DIR) + "/wikipedia-lengths.txt";
+}
 
 /// The 1,000,000 Wikipedia document lengths, or empty when the shared data is absent.
 inline const std::vector<std::int64_t>& wikipedia_lengths() {
@@ -89,7 +94,8 @@ inline const std::vector<std::int64_t>& wikipedia_lengths() {
 
 /// About `tokens` tokens of Wikipedia documents drawn with replacement, split into chunks of at
 /// most `context` tokens as pretraining does.
-inline std::vector<sample> wikipedia_batch(std::uint64_t seed, std::int64_t tokens, std::int64_t context) {
+inline std::vector<sample> wikipedia_batch(std::uint64_t seed, std::int64_t tokens,
+                                           std::int64_t context) {
   const auto& all = wikipedia_lengths();
   rng r(seed);
   std::vector<sample> batch;

@@ -9,8 +9,8 @@ namespace dcp::test {
 
 /// `count` single-GPU micro-steps: micro-step n runs sample id first_id + n alone on rank n,
 /// with loss scale 1 / count (normalised by samples).
-inline step_plan one_sample_per_rank(std::int64_t gpus, std::int64_t gpus_per_node, std::int64_t count,
-                                     std::uint64_t first_id = 0) {
+inline step_plan one_sample_per_rank(std::int64_t gpus, std::int64_t gpus_per_node,
+                                     std::int64_t count, std::uint64_t first_id = 0) {
   step_plan plan;
   plan.gpus = gpus;
   plan.gpus_per_node = gpus_per_node;

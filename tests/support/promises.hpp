@@ -1,13 +1,13 @@
 #pragma once
 // Checks of the promises of docs/planner.md on one plan (doctest assertions).
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "dcp/dcp.hpp"
 
@@ -16,7 +16,8 @@ namespace dcp::test {
 /// Promise 1: the plan's micro-steps hold every sample of the batch exactly once.
 inline void check_every_sample_once(const step_plan& plan, const std::vector<sample>& batch) {
   std::vector<std::uint64_t> planned;
-  for (const auto& m : plan.micro_steps) planned.insert(planned.end(), m.sample_ids.begin(), m.sample_ids.end());
+  for (const auto& m : plan.micro_steps)
+    planned.insert(planned.end(), m.sample_ids.begin(), m.sample_ids.end());
   std::vector<std::uint64_t> expected;
   for (const auto& s : batch) expected.push_back(s.id);
   std::sort(planned.begin(), planned.end());

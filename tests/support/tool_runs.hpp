@@ -28,7 +28,8 @@ inline tool_run run_sim(std::initializer_list<std::string_view> args) {
 }
 
 /// dcp-plan with these arguments, reading `input` as its standard input.
-inline tool_run run_plan(std::initializer_list<std::string_view> args, const std::string& input = "") {
+inline tool_run run_plan(std::initializer_list<std::string_view> args,
+                         const std::string& input = "") {
   std::istringstream in(input);
   std::ostringstream out, err;
   const std::vector<std::string_view> list(args);

@@ -16,14 +16,15 @@
 #include <string>
 #include <vector>
 
-#include "../../examples/libtorch/mpi_launch.hpp"
-#include "../support/batches.hpp"
-#include "../support/errors.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/runtime/executor.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/testing/communicator_conformance.hpp"
 #include "dcp/torch/communicator.hpp"
+
+#include "../../examples/libtorch/mpi_launch.hpp"
+#include "../support/batches.hpp"
+#include "../support/errors.hpp"
 
 namespace {
 
@@ -64,7 +65,8 @@ double tensor_sum(c10d_communicator& group, std::int64_t world_rank) {
 }
 
 void check_conformance(c10d_communicator& world, failures& f) {
-  for (const auto& line : dcp::testing::check_communicator(world)) f.lines.push_back("conformance: " + line);
+  for (const auto& line : dcp::testing::check_communicator(world))
+    f.lines.push_back("conformance: " + line);
 }
 
 void check_split_cache(c10d_communicator& world, failures& f) {
@@ -80,20 +82,25 @@ void check_split_cache(c10d_communicator& world, failures& f) {
                ", created " + std::to_string(world.groups_created() - created));
   // Halves: built once, then found again (from the copy too: one cache for the whole tree).
   auto first = world.split(rank / 2, rank);
-  f.expect(world.groups_created() == created + 1, "the first split into halves did not build one group");
+  f.expect(world.groups_created() == created + 1,
+           "the first split into halves did not build one group");
   auto second = copy->split(rank / 2, rank);
   f.expect(first && second && first->process_group().get() == second->process_group().get(),
            "the second split into halves built another process group");
   f.expect(world.groups_created() == created + 1 && world.groups_reused() == reused + 2,
-           "after two splits into halves: created " + std::to_string(world.groups_created() - created) +
-               ", reused " + std::to_string(world.groups_reused() - reused));
+           "after two splits into halves: created " +
+               std::to_string(world.groups_created() - created) + ", reused " +
+               std::to_string(world.groups_reused() - reused));
   if (second) {
-    f.expect(members_of(*second, rank) == iota(rank / 2 * 2, 2), "the reused half gathers " + join(members_of(*second, rank)));
-    f.expect(tensor_sum(*second, rank) == (rank / 2 * 2 + 1) + (rank / 2 * 2 + 2), "a tensor all-reduce on the reused half");
+    f.expect(members_of(*second, rank) == iota(rank / 2 * 2, 2),
+             "the reused half gathers " + join(members_of(*second, rank)));
+    f.expect(tensor_sum(*second, rank) == (rank / 2 * 2 + 1) + (rank / 2 * 2 + 2),
+             "a tensor all-reduce on the reused half");
   }
   // Another order of the same ranks is another group (ranks differ), so it is built.
   auto reversed = world.split(rank / 2, -rank);
-  f.expect(reversed && world.groups_created() == created + 2, "a split into reversed halves reused a group");
+  f.expect(reversed && world.groups_created() == created + 2,
+           "a split into reversed halves reused a group");
   if (reversed) f.expect(reversed->rank() == 1 - rank % 2, "the reversed half ranks by key");
   // Copies share the split count, so their children never share a store prefix.
   auto shared = world;
@@ -108,14 +115,17 @@ struct recording_executor {
   std::int64_t world_rank = 0;
   std::int64_t calls = 0;
   std::vector<std::string> problems;
-  dcp::execution_report run(const dcp::micro_step& m, c10d_communicator& group, dcp::recompute_setting, double) {
+  dcp::execution_report run(const dcp::micro_step& m, c10d_communicator& group,
+                            dcp::recompute_setting, double) {
     ++calls;
     const auto members = members_of(group, world_rank);
     if (members != iota(m.first_rank, m.degree()))
       problems.push_back("micro-step " + std::to_string(m.sequence) + " ran on " + join(members));
-    const double expected = static_cast<double>(m.degree() * (2 * m.first_rank + m.degree() + 1)) / 2;
+    const double expected =
+        static_cast<double>(m.degree() * (2 * m.first_rank + m.degree() + 1)) / 2;
     if (tensor_sum(group, world_rank) != expected)
-      problems.push_back("micro-step " + std::to_string(m.sequence) + ": the tensor all-reduce is wrong");
+      problems.push_back("micro-step " + std::to_string(m.sequence) +
+                         ": the tensor all-reduce is wrong");
     return {static_cast<double>(m.tokens) * 1e-6, m.peak_bytes, false};
   }
 };
@@ -129,20 +139,23 @@ void check_group_cache_and_run_step(c10d_communicator& world, failures& f) {
     const auto first = rank / degree * degree;
     auto& group = cache.group(first, degree);
     const auto members = members_of(group, rank);
-    f.expect(members == iota(first, degree), "degree " + std::to_string(degree) + ": members " + join(members));
+    f.expect(members == iota(first, degree),
+             "degree " + std::to_string(degree) + ": members " + join(members));
   }
   // A second cache over the same world builds no process group: the splits' lists are cached.
   const auto created = world.groups_created();
   dcp::group_cache<c10d_communicator> again(world);
   again.warm_up(4);
   f.expect(world.groups_created() == created, "a second group cache built " +
-                                                  std::to_string(world.groups_created() - created) + " process groups");
+                                                  std::to_string(world.groups_created() - created) +
+                                                  " process groups");
 
   dcp::cluster_spec cluster;
   cluster.gpus = 4;
   cluster.gpus_per_node = 4;
   cluster.gpu = dcp::gpus::h200_sxm();
-  const dcp::DataCentricScheduler<> scheduler(dcp::analytic_cost_model(dcp::models::llama3_8b(), cluster));
+  const dcp::DataCentricScheduler<> scheduler(
+      dcp::analytic_cost_model(dcp::models::llama3_8b(), cluster));
   const auto plan = scheduler.plan(dcp::test::heavy_tailed_batch(7, 96, 65536));
   recording_executor executor{rank, 0, {}};
   const auto reports = dcp::run_step(world, cache, plan, executor);
@@ -172,10 +185,12 @@ void check_errors(c10d_communicator& world, const tiny::launch& job, failures& f
                  contains(e.what(), "counts by rank: 1, 2, 1, 1"),
              std::string("unequal counts gave: ") + e.what());
   }
-  f.expect(members_of(world, rank) == iota(0, world.size()), "the world gathers wrongly after a count mismatch");
+  f.expect(members_of(world, rank) == iota(0, world.size()),
+           "the world gathers wrongly after a count mismatch");
 
   // A group of 2 whose second rank never joins: each rank alone, over its own store, 1 s.
-  auto lonely = c10::make_intrusive<::c10d::FileStore>(job.directory() + "/lonely-" + std::to_string(rank), 2);
+  auto lonely = c10::make_intrusive<::c10d::FileStore>(
+      job.directory() + "/lonely-" + std::to_string(rank), 2);
   lonely->setTimeout(std::chrono::seconds(1));
   dcp::c10d_options quick;
   quick.timeout = std::chrono::seconds(1);
@@ -183,7 +198,8 @@ void check_errors(c10d_communicator& world, const tiny::launch& job, failures& f
     c10d_communicator never(lonely, 0, 2, quick);
     f.expect(false, "a group whose peer never joined was made");
   } catch (const dcp::comm_error& e) {
-    f.expect(e.call() == "ProcessGroupGloo" && e.code() == dcp::c10d_backend_failure && !e.detail().empty(),
+    f.expect(e.call() == "ProcessGroupGloo" && e.code() == dcp::c10d_backend_failure &&
+                 !e.detail().empty(),
              std::string("a missing peer gave: ") + e.what());
   }
   const auto bad = dcp::test::message_of([&] { c10d_communicator(job.store(), 4, 4); });
@@ -197,12 +213,15 @@ int main(int argc, char** argv) {
     failures f;
     f.rank = job.rank();
     if (job.size() != 4) {
-      if (f.rank == 0) std::cerr << "dcp_torch_c10d_tests needs 4 ranks (mpiexec -n 4), got " << job.size() << std::endl;
+      if (f.rank == 0)
+        std::cerr << "dcp_torch_c10d_tests needs 4 ranks (mpiexec -n 4), got " << job.size()
+                  << std::endl;
       return 1;
     }
     {
       c10d_communicator world(job.store(), job.rank(), job.size());
-      f.expect(world.rank() == job.rank() && world.size() == 4, "the world's rank or size is not MPI's");
+      f.expect(world.rank() == job.rank() && world.size() == 4,
+               "the world's rank or size is not MPI's");
       check_conformance(world, f);
       check_split_cache(world, f);
       check_group_cache_and_run_step(world, f);
@@ -212,7 +231,8 @@ int main(int argc, char** argv) {
     for (const auto& line : f.lines) out << "FAILED " << line << '\n';
     std::cerr << out.str() << std::flush;
     const bool any = tiny::launch::any_rank(!f.lines.empty());
-    if (f.rank == 0) std::cout << (any ? "c10d tests FAILED" : "c10d tests passed") << " on 4 ranks" << std::endl;
+    if (f.rank == 0)
+      std::cout << (any ? "c10d tests FAILED" : "c10d tests passed") << " on 4 ranks" << std::endl;
     return any ? 1 : 0;
   });
 }

@@ -1,8 +1,6 @@
 // Bad input: each case throws a dcp::error whose message names the sample or field, the value
 // and the limit.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -11,8 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "../support/errors.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/dcp.hpp"
+
+#include "../support/errors.hpp"
 
 using namespace dcp;
 
@@ -30,7 +31,9 @@ const analytic_cost_model& llama8b_on_8_h200() {
 
 TEST_CASE("BadInput.Sample.zero_tokens_names_sample_and_limit") {
   const DataCentricScheduler<> s(llama8b_on_8_h200());
-  const auto msg = message_of([&] { (void)s.plan(std::vector<sample>{text_sample(1, 100), text_sample(42, 0)}); });
+  const auto msg = message_of([&] {
+    (void)s.plan(std::vector<sample>{text_sample(1, 100), text_sample(42, 0)});
+  });
   CHECK(contains(msg, "sample 42"));
   CHECK(contains(msg, "tokens = 0"));
   CHECK(contains(msg, ">= 1"));
@@ -78,7 +81,8 @@ TEST_CASE("BadInput.Sample.duplicate_ids_are_found_by_every_path") {
     const auto n = static_cast<std::size_t>(1 + rng() % 300);
     std::vector<sample> batch;
     for (std::size_t i = 0; i < n; ++i)
-      batch.push_back(text_sample(trial % 3 == 0 ? 3 * i : rng() % (trial % 2 == 0 ? 4 * n : ~0ULL), 10));
+      batch.push_back(
+          text_sample(trial % 3 == 0 ? 3 * i : rng() % (trial % 2 == 0 ? 4 * n : ~0ULL), 10));
     std::vector<std::uint64_t> ids;
     for (const auto& s : batch) ids.push_back(s.id);
     std::sort(ids.begin(), ids.end());
@@ -96,7 +100,8 @@ TEST_CASE("BadInput.Sample.duplicate_ids_are_found_by_every_path") {
   for (const std::size_t n : {std::size_t{9000}, std::size_t{70000}}) {
     std::vector<sample> batch;
     for (std::size_t i = 0; i < n; ++i) batch.push_back(text_sample(rng(), 10));
-    for (const std::size_t budget : {std::size_t{8}, std::size_t{0}}) CHECK_FALSE(detail::duplicate_id(batch, budget));
+    for (const std::size_t budget : {std::size_t{8}, std::size_t{0}})
+      CHECK_FALSE(detail::duplicate_id(batch, budget));
     batch[n / 3].id = batch[2 * n / 3].id;
     for (const std::size_t budget : {std::size_t{8}, std::size_t{0}})
       CHECK(detail::duplicate_id(batch, budget) == std::optional<std::uint64_t>{batch[n / 3].id});
@@ -170,9 +175,12 @@ TEST_CASE("BadInput.Cluster.gpus_not_a_multiple_of_gpus_per_node") {
 TEST_CASE("BadInput.Config.ulysses_degree_must_divide_heads") {
   // STDiT3-XL has 16 heads; a Ulysses degree of 32 cannot split them.
   const analytic_cost_model cost(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()));
-  const DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, static_placement>
+  const DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute,
+                             static_placement>
       s(cost, {}, {}, static_placement{32});
-  const auto msg = message_of([&] { (void)s.plan(std::vector<sample>{video_sample(1, {8, 16, 16})}); });
+  const auto msg = message_of([&] {
+    (void)s.plan(std::vector<sample>{video_sample(1, {8, 16, 16})});
+  });
   CHECK(contains(msg, "Ulysses degree = 32"));
   CHECK(contains(msg, "16 attention heads"));
   const auto direct = message_of([&] {
@@ -186,9 +194,8 @@ TEST_CASE("BadInput.Config.ulysses_degree_must_divide_heads") {
 TEST_CASE("BadInput.Training.headroom_at_or_above_capacity") {
   training_spec t;
   t.headroom_bytes = 80.0 * gib;
-  const auto msg = message_of([&] {
-    analytic_cost_model(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), t);
-  });
+  const auto msg = message_of(
+      [&] { analytic_cost_model(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), t); });
   CHECK(contains(msg, "headroom_bytes"));
   CHECK(contains(msg, "capacity"));
   t.headroom_bytes = 79.6 * gib;  // exactly the capacity
@@ -199,9 +206,8 @@ TEST_CASE("BadInput.Training.headroom_at_or_above_capacity") {
 TEST_CASE("BadInput.Training.zero_stage_out_of_range") {
   training_spec t;
   t.zero_stage = 4;
-  const auto msg = message_of([&] {
-    analytic_cost_model(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), t);
-  });
+  const auto msg = message_of(
+      [&] { analytic_cost_model(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), t); });
   CHECK(contains(msg, "zero_stage = 4"));
   CHECK(contains(msg, "[0, 3]"));
 }

@@ -3,8 +3,6 @@
 // algorithm. The peers may exceed the memory budget on purpose, so the budget is counted here,
 // not required (tests/support/promises.hpp requires it of our own policies).
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,9 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "../support/batches.hpp"
-#include "../support/plans.hpp"
-#include "../support/promises.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/baselines/baselines.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/evaluation/compare.hpp"
@@ -30,6 +27,10 @@
 #include "dcp/sim/simulator.hpp"
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/empirical_profile.hpp"
+
+#include "../support/batches.hpp"
+#include "../support/plans.hpp"
+#include "../support/promises.hpp"
 
 using namespace dcp;
 using namespace dcp::baselines;
@@ -92,7 +93,8 @@ std::size_t check_peer_plan(const step_plan& plan, const std::vector<sample>& ba
     if (m.peak_bytes > cost.memory_budget()) ++over;
     scale_sum += m.loss_scale;
     makespan = std::max(makespan, m.end_seconds());
-    for (auto r = m.first_rank; r <= m.last_rank(); ++r) per_rank[static_cast<std::size_t>(r)].push_back(n);
+    for (auto r = m.first_rank; r <= m.last_rank(); ++r)
+      per_rank[static_cast<std::size_t>(r)].push_back(n);
   }
   if (!batch.empty()) CHECK(scale_sum == doctest::Approx(1.0).epsilon(1e-12));
   CHECK(plan.makespan_seconds == doctest::Approx(makespan).epsilon(1e-12));
@@ -196,24 +198,54 @@ TEST_CASE("Baselines.Policies.plan_wikipedia_batches") {
     using B = varlen_buckets;
     using L = log2_buckets;
     using R = pyramid_recompute;
-    CHECK(check_peer_plan(DataCentricScheduler<analytic_cost_model, B, R, megatron_dynamic_cp>(cost).plan(batch), batch, cost) == 0);
-    CHECK(check_peer_plan(DataCentricScheduler<analytic_cost_model, L, R, videosys_dcp>(cost).plan(batch), batch, cost) == 0);
-    CHECK(check_peer_plan(DataCentricScheduler<analytic_cost_model, B, R, flexsp_like>(cost).plan(batch), batch, cost) == 0);
-    CHECK(check_peer_plan(DataCentricScheduler<analytic_cost_model, B, R, verl_balanced_dp>(cost).plan(batch), batch, cost) == 0);
-    CHECK(check_peer_plan(DataCentricScheduler<analytic_cost_model, B, R, wlb_llm>(cost).plan(batch), batch, cost) == 0);
-    CHECK(check_peer_plan(DataCentricScheduler<analytic_cost_model, L, R, paper_baseline>(cost).plan(batch), batch, cost) == 0);
+    CHECK(
+        check_peer_plan(
+            DataCentricScheduler<analytic_cost_model, B, R, megatron_dynamic_cp>(cost).plan(batch),
+            batch, cost) == 0);
+    CHECK(check_peer_plan(
+              DataCentricScheduler<analytic_cost_model, L, R, videosys_dcp>(cost).plan(batch),
+              batch, cost) == 0);
+    CHECK(check_peer_plan(
+              DataCentricScheduler<analytic_cost_model, B, R, flexsp_like>(cost).plan(batch), batch,
+              cost) == 0);
+    CHECK(check_peer_plan(
+              DataCentricScheduler<analytic_cost_model, B, R, verl_balanced_dp>(cost).plan(batch),
+              batch, cost) == 0);
+    CHECK(
+        check_peer_plan(DataCentricScheduler<analytic_cost_model, B, R, wlb_llm>(cost).plan(batch),
+                        batch, cost) == 0);
+    CHECK(check_peer_plan(
+              DataCentricScheduler<analytic_cost_model, L, R, paper_baseline>(cost).plan(batch),
+              batch, cost) == 0);
   }
 }
 
 TEST_CASE("Baselines.Policies.empty_batch_gives_an_empty_plan") {
   const auto cost = llama_32_h200();
   const std::vector<sample> none;
-  CHECK(DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_dynamic_cp>(cost).plan(none).micro_steps.empty());
-  CHECK(DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, videosys_dcp>(cost).plan(none).micro_steps.empty());
-  CHECK(DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, flexsp_like>(cost).plan(none).micro_steps.empty());
-  CHECK(DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, verl_balanced_dp>(cost).plan(none).micro_steps.empty());
-  CHECK(DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>(cost).plan(none).micro_steps.empty());
-  CHECK(DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline>(cost).plan(none).micro_steps.empty());
+  CHECK(DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             megatron_dynamic_cp>(cost)
+            .plan(none)
+            .micro_steps.empty());
+  CHECK(
+      DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, videosys_dcp>(cost)
+          .plan(none)
+          .micro_steps.empty());
+  CHECK(DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, flexsp_like>(
+            cost)
+            .plan(none)
+            .micro_steps.empty());
+  CHECK(DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             verl_balanced_dp>(cost)
+            .plan(none)
+            .micro_steps.empty());
+  CHECK(DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>(cost)
+            .plan(none)
+            .micro_steps.empty());
+  CHECK(DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline>(
+            cost)
+            .plan(none)
+            .micro_steps.empty());
 }
 
 TEST_CASE("Baselines.Policies.token_cap_peers_exceed_the_budget_when_their_cap_does") {
@@ -225,18 +257,24 @@ TEST_CASE("Baselines.Policies.token_cap_peers_exceed_the_budget_when_their_cap_d
   verl.max_token_len = 200'000;
   verl.enforce_token_cap = false;
   const auto verl_plan =
-      DataCentricScheduler<analytic_cost_model, varlen_buckets, no_recompute, verl_balanced_dp>(cost, {}, {}, verl).plan(batch);
+      DataCentricScheduler<analytic_cost_model, varlen_buckets, no_recompute, verl_balanced_dp>(
+          cost, {}, {}, verl)
+          .plan(batch);
   CHECK(check_peer_plan(verl_plan, batch, cost) > 0);
   megatron_dynamic_cp megatron;
   megatron.max_seqlen_per_dp_cp_rank = 200'000;
   const auto megatron_plan =
-      DataCentricScheduler<analytic_cost_model, varlen_buckets, no_recompute, megatron_dynamic_cp>(cost, {}, {}, megatron).plan(batch);
+      DataCentricScheduler<analytic_cost_model, varlen_buckets, no_recompute, megatron_dynamic_cp>(
+          cost, {}, {}, megatron)
+          .plan(batch);
   CHECK(check_peer_plan(megatron_plan, batch, cost) > 0);
   wlb_llm wlb;
   wlb.degree = 1;
   wlb.max_tokens = 200'000;
   const auto wlb_plan =
-      DataCentricScheduler<analytic_cost_model, varlen_buckets, no_recompute, wlb_llm>(cost, {}, {}, wlb).plan(batch);
+      DataCentricScheduler<analytic_cost_model, varlen_buckets, no_recompute, wlb_llm>(cost, {}, {},
+                                                                                       wlb)
+          .plan(batch);
   CHECK(check_peer_plan(wlb_plan, batch, cost) > 0);
 }
 
@@ -256,11 +294,13 @@ TEST_CASE("Baselines.Megatron.cp_size_is_the_smallest_power_of_two_under_the_cap
 TEST_CASE("Baselines.Megatron.cp_sizes_follow_the_cap") {
   const auto cost = llama_32_h200();
   const auto degrees = dcp::allowed_degrees(cost.model(), cost.cluster(), cost.training().sp);
-  for (auto variant : {megatron_dynamic_cp::variant::packing_aware, megatron_dynamic_cp::variant::balanced}) {
+  for (auto variant :
+       {megatron_dynamic_cp::variant::packing_aware, megatron_dynamic_cp::variant::balanced}) {
     megatron_dynamic_cp policy;
     policy.max_seqlen_per_dp_cp_rank = 4096;
     policy.scheduler = variant;
-    const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_dynamic_cp>
+    const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                               megatron_dynamic_cp>
         scheduler(cost, {}, {}, policy);
     for (std::uint64_t seed = 1; seed <= 20; ++seed) {
       CAPTURE(seed);
@@ -272,7 +312,8 @@ TEST_CASE("Baselines.Megatron.cp_sizes_follow_the_cap") {
       for (const auto& m : plan.micro_steps) {
         ++seen[m.degree()];
         // Each sample at least at its CP size; each pack within the cap per rank.
-        for (auto id : m.sample_ids) CHECK(m.degree() >= megatron_cp_needed(tokens[id], 4096, 1, degrees));
+        for (auto id : m.sample_ids)
+          CHECK(m.degree() >= megatron_cp_needed(tokens[id], 4096, 1, degrees));
         CHECK(static_cast<double>(m.tokens) / static_cast<double>(m.degree()) <= 4096.0);
       }
       CHECK(seen.size() >= 2);  // heavy tails need more than one CP size
@@ -282,7 +323,8 @@ TEST_CASE("Baselines.Megatron.cp_sizes_follow_the_cap") {
 
 TEST_CASE("Baselines.Megatron.tuned_cap_is_no_slower_than_each_candidate") {
   const auto cost = llama_32_h200();
-  using scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_dynamic_cp>;
+  using scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                                         megatron_dynamic_cp>;
   const auto batch = dcp::test::heavy_tailed_batch(11, 150, 65536);
   // One candidate: the capacity itself, the largest sequence one GPU runs without recomputation.
   megatron_dynamic_cp one;
@@ -293,8 +335,10 @@ TEST_CASE("Baselines.Megatron.tuned_cap_is_no_slower_than_each_candidate") {
   REQUIRE(at != std::string::npos);
   const auto capacity = std::stoll(plan.policy.substr(at + 2));
   const execution_config single{1, sequence_parallel::ulysses, {}};
-  CHECK(cost.peak_bytes(micro_batch_shape::of(text_sample(0, capacity)), single) <= cost.memory_budget());
-  CHECK(cost.peak_bytes(micro_batch_shape::of(text_sample(0, capacity + 1)), single) > cost.memory_budget());
+  CHECK(cost.peak_bytes(micro_batch_shape::of(text_sample(0, capacity)), single) <=
+        cost.memory_budget());
+  CHECK(cost.peak_bytes(micro_batch_shape::of(text_sample(0, capacity + 1)), single) >
+        cost.memory_budget());
   // Tuning tries capacity / 2^j, j < 5, and keeps the fastest.
   megatron_dynamic_cp tuning;
   tuning.max_seqlen_per_dp_cp_rank = 0;
@@ -367,7 +411,8 @@ TEST_CASE("Baselines.VideoSys.pac_knapsack_matches_brute_force") {
     const auto capacity = r.below(10);
     const auto counts = pac_knapsack(modules, capacity);
     const auto weight = [&](std::size_t t, std::int64_t c) {
-      return static_cast<std::int64_t>(std::ceil(modules[t].bytes * static_cast<double>(c) / gib - 1e-9));
+      return static_cast<std::int64_t>(
+          std::ceil(modules[t].bytes * static_cast<double>(c) / gib - 1e-9));
     };
     std::int64_t used = 0;
     double value = 0;
@@ -396,7 +441,8 @@ TEST_CASE("Baselines.VideoSys.pyramid_checkpointing_keeps_layers_within_the_cap"
   });
   const auto labels = log2_buckets{}.assign(samples);
   const pyramid_recompute recompute;
-  placement_problem<analytic_cost_model, pyramid_recompute> problem{samples, labels, cost, recompute};
+  placement_problem<analytic_cost_model, pyramid_recompute> problem{samples, labels, cost,
+                                                                    recompute};
   using context = dcp::placement_input<analytic_cost_model, pyramid_recompute>;
   const context ctx(problem);
   const auto layers = cost.model().layers;
@@ -467,7 +513,8 @@ TEST_CASE("Baselines.FlexSP.class_search_is_exact") {
         }
       runs.emplace_back(start, buckets);
       std::vector<std::size_t> ks(runs.size(), 0);
-      const auto total_choices = static_cast<std::size_t>(std::pow(4.0, static_cast<double>(runs.size())));
+      const auto total_choices =
+          static_cast<std::size_t>(std::pow(4.0, static_cast<double>(runs.size())));
       for (std::size_t code = 0; code < total_choices; ++code) {
         std::size_t c = code;
         for (auto& k : ks) {
@@ -480,7 +527,8 @@ TEST_CASE("Baselines.FlexSP.class_search_is_exact") {
         std::int64_t gpus = 0;
         bool ok = true;
         for (std::size_t j = 0; j < runs.size() && ok; ++j) {
-          const auto g = dcp::baselines::detail::flexsp_groups_needed(in, runs[j].first, runs[j].second, ks[j], target);
+          const auto g = dcp::baselines::detail::flexsp_groups_needed(
+              in, runs[j].first, runs[j].second, ks[j], target);
           ok = g > 0;
           gpus += g * in.degrees[ks[j]];
         }
@@ -498,7 +546,8 @@ TEST_CASE("Baselines.FlexSP.class_search_is_exact") {
     for (const auto& cls : *found) {
       CHECK(cls.first_bucket == covered);
       covered = cls.end_bucket;
-      CHECK(cls.groups == dcp::baselines::detail::flexsp_groups_needed(in, cls.first_bucket, cls.end_bucket, cls.degree_index, target));
+      CHECK(cls.groups == dcp::baselines::detail::flexsp_groups_needed(
+                              in, cls.first_bucket, cls.end_bucket, cls.degree_index, target));
       gpus += cls.groups * in.degrees[cls.degree_index];
     }
     CHECK(covered == buckets);
@@ -551,7 +600,8 @@ struct kk_state {
   std::uint64_t order = 0;     // insertion, for ties
   [[nodiscard]] double spread() const { return sets.front().sum - sets.back().sum; }
   void sort() {
-    std::stable_sort(sets.begin(), sets.end(), [](const kk_set& a, const kk_set& b) { return kk_set_less(b, a); });
+    std::stable_sort(sets.begin(), sets.end(),
+                     [](const kk_set& a, const kk_set& b) { return kk_set_less(b, a); });
   }
 };
 
@@ -566,8 +616,9 @@ struct kk_state {
 
 // verl's karmarkar_karp: (value, index) pairs ascending, zero-valued placeholders padding to a
 // multiple of k with equal_size, and the preload (ours) as one more state of k sets.
-std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<double>& values, std::size_t k,
-                                                     bool equal_size, const std::vector<double>& preload) {
+std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<double>& values,
+                                                     std::size_t k, bool equal_size,
+                                                     const std::vector<double>& preload) {
   if (k == 0) return {};
   const std::size_t n = values.size();
   const std::size_t pinned = equal_size && n % k != 0 ? n + (k - n % k) : n;
@@ -628,8 +679,10 @@ std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<double>& 
     std::vector<std::size_t> part;
     std::size_t slot = k;
     for (const auto& [index, value] : set.items) {
-      if (index < n) part.push_back(index);
-      else if (index >= pinned) slot = index - pinned;
+      if (index < n)
+        part.push_back(index);
+      else if (index >= pinned)
+        slot = index - pinned;
     }
     std::sort(part.begin(), part.end());
     parts[preload.size() == k ? slot : next++] = std::move(part);
@@ -649,9 +702,13 @@ TEST_CASE("Baselines.Verl.karmarkar_karp_returns_the_partitions_of_the_plain_tra
         // workloads; 2: zeros and one large value.
         std::vector<double> values;
         for (std::size_t i = 0; i < n; ++i) {
-          if (kind == 0) values.push_back(static_cast<double>(rng() % 4) * 1000.0);
-          else if (kind == 1) values.push_back(verl_workload(static_cast<std::int64_t>(1 + (rng() % 65536) * (rng() % 8 == 0 ? 8 : 1))));
-          else values.push_back(i == n / 2 ? 1e12 : 0.0);
+          if (kind == 0)
+            values.push_back(static_cast<double>(rng() % 4) * 1000.0);
+          else if (kind == 1)
+            values.push_back(verl_workload(
+                static_cast<std::int64_t>(1 + (rng() % 65536) * (rng() % 8 == 0 ? 8 : 1))));
+          else
+            values.push_back(i == n / 2 ? 1e12 : 0.0);
         }
         for (bool equal : {false, true}) {
           for (bool loaded : {false, true}) {
@@ -662,7 +719,8 @@ TEST_CASE("Baselines.Verl.karmarkar_karp_returns_the_partitions_of_the_plain_tra
             CAPTURE(loaded);
             std::vector<double> preload;
             if (loaded)
-              for (std::size_t j = 0; j < k; ++j) preload.push_back(static_cast<double>(rng() % 3) * 5000.0);
+              for (std::size_t j = 0; j < k; ++j)
+                preload.push_back(static_cast<double>(rng() % 3) * 5000.0);
             const auto got = karmarkar_karp(values, k, equal, preload);
             const auto want = verl_reference::karmarkar_karp(values, k, equal, preload);
             CHECK(got == want);
@@ -747,7 +805,9 @@ TEST_CASE("Baselines.Megatron.default_cap_is_the_documented_2048") {
   // power of two with length / cp <= 2048.
   CHECK(megatron_dynamic_cp{}.max_seqlen_per_dp_cp_rank == 2048);
   const auto cost = llama_32_h200();
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_dynamic_cp> scheduler(cost);
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             megatron_dynamic_cp>
+      scheduler(cost);
   const auto batch = dcp::test::heavy_tailed_batch(3, 120, 65536);
   const auto plan = scheduler.plan(batch);
   std::map<std::uint64_t, std::int64_t> tokens;
@@ -760,7 +820,8 @@ TEST_CASE("Baselines.Verl.upstream_runs_one_ulysses_size_that_holds_the_longest_
   const auto cost = llama_32_h200();
   verl_balanced_dp policy;  // ulysses_degree = 0: upstream
   policy.max_token_len = 16384;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, verl_balanced_dp>
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             verl_balanced_dp>
       scheduler(cost, {}, {}, policy);
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     CAPTURE(seed);
@@ -782,7 +843,8 @@ TEST_CASE("Baselines.Verl.micro_batches_respect_the_cap_and_match_across_ranks")
   verl_balanced_dp policy;
   policy.ulysses_degree = 1;  // our hybrid variant
   policy.max_token_len = 16384;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, verl_balanced_dp>
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             verl_balanced_dp>
       scheduler(cost, {}, {}, policy);
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     CAPTURE(seed);
@@ -824,12 +886,17 @@ TEST_CASE("Baselines.WLB.packs_within_s_max_at_one_degree") {
   // The searched degree is never slower than a fixed one.
   const auto batch = dcp::test::heavy_tailed_batch(4, 150, 65536);
   const double searched =
-      DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>(cost).plan(batch).makespan_seconds;
+      DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>(cost)
+          .plan(batch)
+          .makespan_seconds;
   for (std::int64_t d : {2, 4, 8}) {
     wlb_llm fixed;
     fixed.degree = d;
-    const double at = DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>(
-                          cost, {}, {}, fixed).plan(batch).makespan_seconds;
+    const double at =
+        DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>(
+            cost, {}, {}, fixed)
+            .plan(batch)
+            .makespan_seconds;
     CHECK(searched <= at * (1 + 1e-12));
   }
 }
@@ -839,11 +906,13 @@ TEST_CASE("Baselines.WLB.degree_search_counts_recomputation") {
   // degree 4 is searched (before the fix only degrees whose no-recompute capacity held the
   // document were), and the searched plan is no slower than any degree that holds it.
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(4, gpus::h100_sxm()));
-  using scheduler = DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>;
+  using scheduler =
+      DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, wlb_llm>;
   auto batch = dcp::test::heavy_tailed_batch(5, 120, 32768);
   batch.push_back(text_sample(100000, 65536));
   const execution_config four_plain{4, sequence_parallel::ulysses, {}};
-  const execution_config four_full{4, sequence_parallel::ulysses, recompute_setting::full(cost.model().layers)};
+  const execution_config four_full{4, sequence_parallel::ulysses,
+                                   recompute_setting::full(cost.model().layers)};
   const auto longest = micro_batch_shape::of(batch.back());
   REQUIRE(cost.peak_bytes(longest, four_plain) > cost.memory_budget());
   REQUIRE(cost.peak_bytes(longest, four_full) <= cost.memory_budget());
@@ -871,14 +940,18 @@ TEST_CASE("Baselines.WLB.outlier_queues_release_a_level_only_at_n_documents_in_f
     return out;
   };
   // Step 1: two level-0 documents and one level-1 document are held, the rest kept in order.
-  const std::vector<sample> first{text_sample(0, 50), text_sample(1, 150), text_sample(2, 250),
-                                  text_sample(3, 120), video_sample(4, {4, 10, 10}), text_sample(5, 60)};
+  const std::vector<sample> first{text_sample(0, 50),           text_sample(1, 150),
+                                  text_sample(2, 250),          text_sample(3, 120),
+                                  video_sample(4, {4, 10, 10}), text_sample(5, 60)};
   CHECK(ids(queues.hold(first)) == std::vector<std::uint64_t>{0, 4, 5});
   CHECK(queues.release(3).empty());  // no level holds 3 yet
   CHECK(ids(queues.queued(0)) == std::vector<std::uint64_t>{1, 3});
   CHECK(queues.queued_tokens() == 520);
   // Step 2: level 0 reaches 3 and releases its 3 oldest, level 1 (2 documents) waits.
-  CHECK(queues.hold(std::vector<sample>{text_sample(6, 160), text_sample(7, 210), text_sample(8, 101)}).empty());
+  CHECK(
+      queues
+          .hold(std::vector<sample>{text_sample(6, 160), text_sample(7, 210), text_sample(8, 101)})
+          .empty());
   CHECK(ids(queues.release(3)) == std::vector<std::uint64_t>{1, 3, 6});
   CHECK(ids(queues.queued(0)) == std::vector<std::uint64_t>{8});
   CHECK(ids(queues.queued(1)) == std::vector<std::uint64_t>{2, 7});
@@ -923,10 +996,14 @@ TEST_CASE("Evaluation.Admission.reports_delayed_and_queued_tokens_of_a_hand_comp
   const auto sc = admission_scenario(
       [](std::uint64_t seed) {
         switch (seed) {
-          case 1: return std::vector<sample>{text_sample(0, 1000), text_sample(1, 20000)};
-          case 2: return std::vector<sample>{text_sample(0, 1500)};
-          case 3: return std::vector<sample>{text_sample(0, 2500), text_sample(1, 30000)};
-          default: return std::vector<sample>{text_sample(0, 1200), text_sample(1, 40000)};
+          case 1:
+            return std::vector<sample>{text_sample(0, 1000), text_sample(1, 20000)};
+          case 2:
+            return std::vector<sample>{text_sample(0, 1500)};
+          case 3:
+            return std::vector<sample>{text_sample(0, 2500), text_sample(1, 30000)};
+          default:
+            return std::vector<sample>{text_sample(0, 1200), text_sample(1, 40000)};
         }
       },
       4);
@@ -996,7 +1073,8 @@ TEST_CASE("Evaluation.Admission.reports_delayed_and_queued_tokens_of_a_hand_comp
 }
 
 TEST_CASE("Evaluation.Admission.a_sample_admitted_twice_or_never_drawn_is_an_error") {
-  const auto sc = admission_scenario([](std::uint64_t) { return std::vector<sample>{text_sample(0, 1000)}; }, 2);
+  const auto sc = admission_scenario(
+      [](std::uint64_t) { return std::vector<sample>{text_sample(0, 1000)}; }, 2);
   const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
   auto twice = plain_entry(cost);
   const auto kept = std::make_shared<std::vector<sample>>();
@@ -1004,10 +1082,14 @@ TEST_CASE("Evaluation.Admission.a_sample_admitted_twice_or_never_drawn_is_an_err
     if (kept->empty()) kept->assign(drawn.begin(), drawn.end());
     return *kept;
   };
-  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {twice}), doctest::Contains("admitted sample id=0"), error);
+  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {twice}),
+                       doctest::Contains("admitted sample id=0"), error);
   auto invented = plain_entry(cost);
-  invented.admit = [](std::span<const sample>) { return std::vector<sample>{text_sample(77, 500)}; };
-  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {invented}), doctest::Contains("never drawn"), error);
+  invented.admit = [](std::span<const sample>) {
+    return std::vector<sample>{text_sample(77, 500)};
+  };
+  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {invented}), doctest::Contains("never drawn"),
+                       error);
   auto changed = plain_entry(cost);
   changed.admit = [](std::span<const sample> drawn) {
     auto out = std::vector<sample>(drawn.begin(), drawn.end());
@@ -1022,7 +1104,9 @@ TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_once_or_queued_at_th
     CAPTURE(seed);
     auto sc = admission_scenario(
         [](std::uint64_t s) {
-          return workload::split_to_context(workload::draw_batch(workload::wikipedia(), 250'000, s), 65'536).samples;
+          return workload::split_to_context(workload::draw_batch(workload::wikipedia(), 250'000, s),
+                                            65'536)
+              .samples;
         },
         8);
     sc.seed = seed;
@@ -1035,7 +1119,8 @@ TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_once_or_queued_at_th
     std::map<std::uint64_t, sample> drawn, trained;
     std::int64_t step = 0;
     std::map<std::uint64_t, std::int64_t> drawn_step, trained_step;
-    entry.admit = [inner = entry.admit, &drawn, &trained, &drawn_step, &trained_step, &step](std::span<const sample> batch) {
+    entry.admit = [inner = entry.admit, &drawn, &trained, &drawn_step, &trained_step,
+                   &step](std::span<const sample> batch) {
       for (const auto& s : batch) {
         drawn.emplace(s.id, s);
         drawn_step.emplace(s.id, step);
@@ -1068,7 +1153,8 @@ TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_once_or_queued_at_th
     CHECK(p.tokens_queued_at_end == queued);
     CHECK(p.tokens_trained + queued == p.tokens_drawn);
     CHECK(p.tokens_delayed == delayed);
-    CHECK(p.mean_delay_steps == doctest::Approx(delayed > 0 ? double(late_steps) / double(delayed) : 0.0));
+    CHECK(p.mean_delay_steps ==
+          doctest::Approx(delayed > 0 ? double(late_steps) / double(delayed) : 0.0));
     CHECK(p.tokens_delayed > 0);  // the case exercises a release
     CHECK(p.oom_events == 0);
   }
@@ -1078,7 +1164,8 @@ TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_once_or_queued_at_th
 
 TEST_CASE("Baselines.Paper.random_dealing_runs_one_batch_per_group_between_barriers") {
   const auto cost = llama_32_h200();
-  using scheduler = DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline>;
+  using scheduler =
+      DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline>;
   paper_baseline lpt;
   lpt.dealing = paper_dealing::longest_first;
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
@@ -1118,12 +1205,14 @@ TEST_CASE("Baselines.Paper.random_dealing_runs_one_batch_per_group_between_barri
   paper_baseline other;
   other.seed = 7;
   CHECK(scheduler(cost).plan(batch) == scheduler(cost).plan(batch));
-  CHECK(scheduler(cost, {}, {}, other).plan(batch).fingerprint != scheduler(cost).plan(batch).fingerprint);
+  CHECK(scheduler(cost, {}, {}, other).plan(batch).fingerprint !=
+        scheduler(cost).plan(batch).fingerprint);
 }
 
 TEST_CASE("Baselines.Paper.is_degree_four_with_full_recompute") {
   const auto cost = llama_32_h200();
-  const DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline> scheduler(cost);
+  const DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline>
+      scheduler(cost);
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     CAPTURE(seed);
     const auto batch = dcp::test::heavy_tailed_batch(seed, 150, 65536);
@@ -1138,7 +1227,8 @@ TEST_CASE("Baselines.Paper.is_degree_four_with_full_recompute") {
   const analytic_cost_model qwen(models::qwen25_7b(), hgx_cluster(1, gpus::h200_sxm()));
   paper_baseline eight;
   eight.degree = 8;
-  const DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline> bad(qwen, {}, {}, eight);
+  const DataCentricScheduler<analytic_cost_model, log2_buckets, pyramid_recompute, paper_baseline>
+      bad(qwen, {}, {}, eight);
   CHECK_THROWS_AS((void)bad.plan(dcp::test::heavy_tailed_batch(1, 10, 4096)), invalid_spec);
 }
 
@@ -1147,10 +1237,13 @@ TEST_CASE("Baselines.Paper.video_buckets_batch_by_their_grid") {
   const analytic_cost_model cost(models::stdit3_xl(), hgx_cluster(1, gpus::h200_sxm()));
   std::vector<sample> batch;
   for (std::uint64_t i = 0; i < 40; ++i) {
-    const video_shape grid = i % 3 == 0 ? video_shape{30, 30, 54} : i % 3 == 1 ? video_shape{15, 16, 26} : video_shape{1, 45, 80};
+    const video_shape grid = i % 3 == 0   ? video_shape{30, 30, 54}
+                             : i % 3 == 1 ? video_shape{15, 16, 26}
+                                          : video_shape{1, 45, 80};
     batch.push_back(video_sample(i, grid));
   }
-  const DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, paper_baseline> scheduler(cost);
+  const DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, paper_baseline>
+      scheduler(cost);
   const auto plan = scheduler.plan(batch);
   CHECK(check_peer_plan(plan, batch, cost) == 0);
   std::map<std::uint64_t, std::int64_t> tokens;
@@ -1179,8 +1272,9 @@ TEST_CASE("Sim.Simulator.world_barriers_hold_later_micro_steps") {
   const auto held = sim::simulate(plan, batch, truth, exact);
   CHECK(held.micro_steps[1].start_seconds == held.micro_steps[0].end_seconds);
   CHECK(held.micro_steps[2].start_seconds == held.micro_steps[1].end_seconds);
-  CHECK(held.makespan_seconds == doctest::Approx(free.micro_steps[0].seconds() + free.micro_steps[1].seconds() +
-                                                 free.micro_steps[2].seconds()));
+  CHECK(held.makespan_seconds ==
+        doctest::Approx(free.micro_steps[0].seconds() + free.micro_steps[1].seconds() +
+                        free.micro_steps[2].seconds()));
   plan.barriers = {2, 1};
   CHECK_THROWS_AS((void)sim::simulate(plan, batch, truth, exact), error);
 }
@@ -1192,13 +1286,13 @@ TEST_CASE("Fidelity.VideoSys.epoch_is_the_dummy_dataset") {
   const auto epoch = evaluation::videosys_epoch(workload::opensora_video_mix::videosys_benchmark());
   std::map<std::int64_t, std::int64_t> by_tokens;
   for (const auto& s : epoch) ++by_tokens[s.tokens];
-  CHECK(by_tokens[144] == 39003);    // 144p images
-  CHECK(by_tokens[3600] == 8425);    // 720p images
-  CHECK(by_tokens[2160] == 592);     // 144p x 51 frames
-  CHECK(by_tokens[432000] == 8);     // 720p x 408 frames
-  CHECK(by_tokens[110400] == 12);    // 360p x 408 frames
-  CHECK(by_tokens[1590] == 11556);   // 480p images (30 x 53 patches, not a ceiling's 1,620)
-  CHECK(epoch.size() == 102000);     // 100,000 images and 2,000 videos
+  CHECK(by_tokens[144] == 39003);   // 144p images
+  CHECK(by_tokens[3600] == 8425);   // 720p images
+  CHECK(by_tokens[2160] == 592);    // 144p x 51 frames
+  CHECK(by_tokens[432000] == 8);    // 720p x 408 frames
+  CHECK(by_tokens[110400] == 12);   // 360p x 408 frames
+  CHECK(by_tokens[1590] == 11556);  // 480p images (30 x 53 patches, not a ceiling's 1,620)
+  CHECK(epoch.size() == 102000);    // 100,000 images and 2,000 videos
 }
 
 TEST_CASE("Fidelity.VideoSys.variants_run_the_epoch_drop_last_keeps_with_a_barrier_per_iteration") {
@@ -1206,7 +1300,9 @@ TEST_CASE("Fidelity.VideoSys.variants_run_the_epoch_drop_last_keeps_with_a_barri
   REQUIRE(r.variants.size() == 4);
   CHECK(r.variants[0].name == "baseline");
   CHECK(r.variants[0].speedup == 1.0);
-  const auto rate = [](const evaluation::videosys_variant& v) { return static_cast<double>(v.tokens) / v.epoch_seconds; };
+  const auto rate = [](const evaluation::videosys_variant& v) {
+    return static_cast<double>(v.tokens) / v.epoch_seconds;
+  };
   for (const auto& v : r.variants) {
     CAPTURE(v.name);
     CHECK(v.iterations > 1);
@@ -1214,11 +1310,13 @@ TEST_CASE("Fidelity.VideoSys.variants_run_the_epoch_drop_last_keeps_with_a_barri
     CHECK(v.oom_events == 0);
     CHECK(v.epoch_seconds > 0);
     CHECK(v.samples + v.dropped_samples == r.samples);
-    CHECK(v.dropped_samples > 0);  // the dummy dataset's buckets are not multiples of their batch sizes
+    CHECK(v.dropped_samples >
+          0);  // the dummy dataset's buckets are not multiples of their batch sizes
     CHECK(v.tokens < r.tokens);
     CHECK(v.speedup == doctest::Approx(rate(v) / rate(r.variants[0])));
   }
-  // The simulator rejects a plan that leaves a kept sample out, so each variant trained what it kept.
+  // The simulator rejects a plan that leaves a kept sample out, so each variant trained what it
+  // kept.
 }
 
 TEST_CASE("Fidelity.VideoSys.drop_last_keeps_whole_batches_of_each_bucket") {
@@ -1233,7 +1331,8 @@ TEST_CASE("Fidelity.VideoSys.drop_last_keeps_whole_batches_of_each_bucket") {
   const auto labels = video_buckets{}.assign(ordered);
   std::map<std::int64_t, std::int32_t> label_of;
   for (std::size_t i = 0; i < ordered.size(); ++i) label_of[ordered[i].id] = labels[i];
-  const auto check = [&](const std::vector<baselines::profiled_bucket>& profile, std::int64_t groups) {
+  const auto check = [&](const std::vector<baselines::profiled_bucket>& profile,
+                         std::int64_t groups) {
     REQUIRE(!profile.empty());
     const auto kept = evaluation::videosys_drop_last(epoch, profile, groups, 7);
     std::map<std::int32_t, std::int64_t> per_label;
@@ -1244,7 +1343,7 @@ TEST_CASE("Fidelity.VideoSys.drop_last_keeps_whole_batches_of_each_bucket") {
       CAPTURE(b.label);
       REQUIRE(b.batch_size > 0);
       const auto have = per_label.count(b.label) ? per_label[b.label] : 0;
-      CHECK(have % b.batch_size == 0);                   // whole batches only
+      CHECK(have % b.batch_size == 0);  // whole batches only
       CHECK(have <= b.samples);
       if (groups == 1) CHECK(b.samples - have < b.batch_size);  // only the partial batch goes
       batches += have / b.batch_size;
@@ -1253,7 +1352,8 @@ TEST_CASE("Fidelity.VideoSys.drop_last_keeps_whole_batches_of_each_bucket") {
     CHECK(batches % groups == 0);
     CHECK(dropped == static_cast<std::int64_t>(epoch.size() - kept.size()));
     CHECK(dropped > 0);
-    for (std::size_t i = 1; i < kept.size(); ++i) CHECK(kept[i - 1].id < kept[i].id);  // the epoch's order
+    for (std::size_t i = 1; i < kept.size(); ++i)
+      CHECK(kept[i - 1].id < kept[i].id);  // the epoch's order
   };
   check(evaluation::videosys_profile(baselines::paper_baseline{}, cost, epoch), 2);
   check(evaluation::videosys_profile(dcp_inter, cost, epoch), 1);

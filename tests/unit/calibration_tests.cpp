@@ -2,8 +2,6 @@
 // from the analytic model, its out-of-memory tightening, and run_calibrated_step re-planning
 // after an out-of-memory report on 8 in-process ranks.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "../support/errors.hpp"
-#include "../support/promises.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/cost/calibrated.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/evaluation/compare.hpp"
@@ -25,6 +23,9 @@
 #include "dcp/sim/truth_model.hpp"
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/empirical_profile.hpp"
+
+#include "../support/errors.hpp"
+#include "../support/promises.hpp"
 
 using namespace dcp;
 
@@ -53,7 +54,8 @@ struct micro_batch {
 
 /// Micro-batches of 1-24 Wikipedia-length samples at degrees 1-8 with every kind of recompute
 /// setting, kept only where they fit in the truth's memory (as on a real GPU).
-std::vector<micro_batch> draw_micro_batches(const sim::truth_model& truth, std::uint64_t seed, std::size_t n) {
+std::vector<micro_batch> draw_micro_batches(const sim::truth_model& truth, std::uint64_t seed,
+                                            std::size_t n) {
   workload::rng random(seed);
   const auto drawn = workload::draw_samples(workload::wikipedia(), 4000, seed);
   const auto pool = workload::split_to_context(drawn, 131'072).samples;
@@ -63,14 +65,24 @@ std::vector<micro_batch> draw_micro_batches(const sim::truth_model& truth, std::
     execution_config c;
     c.degree = std::int64_t{1} << (random() % 4);
     switch (random() % 4) {
-      case 0: c.recompute = recompute_setting::none(); break;
-      case 1: c.recompute = recompute_setting::full(layers); break;
-      case 2: c.recompute = recompute_setting::partial(1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(layers))); break;
-      default: c.recompute = recompute_setting::selective_only(); break;
+      case 0:
+        c.recompute = recompute_setting::none();
+        break;
+      case 1:
+        c.recompute = recompute_setting::full(layers);
+        break;
+      case 2:
+        c.recompute = recompute_setting::partial(
+            1 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(layers)));
+        break;
+      default:
+        c.recompute = recompute_setting::selective_only();
+        break;
     }
     micro_batch_shape s;
     const auto count = 1 + random() % 24;
-    for (std::uint64_t i = 0; i < count; ++i) s += micro_batch_shape::of(pool[random() % pool.size()]);
+    for (std::uint64_t i = 0; i < count; ++i)
+      s += micro_batch_shape::of(pool[random() % pool.size()]);
     if (truth.peak_bytes(s, c) > truth.capacity_bytes()) continue;
     out.push_back({s, c});
   }
@@ -79,8 +91,8 @@ std::vector<micro_batch> draw_micro_batches(const sim::truth_model& truth, std::
 
 /// What a framework would report: the truth's time with +-2 % measurement noise, every 17th a
 /// straggler 1.8x slower, and the truth's peak.
-std::vector<observation> measure(const sim::truth_model& truth, const std::vector<micro_batch>& runs,
-                                 std::uint64_t seed) {
+std::vector<observation> measure(const sim::truth_model& truth,
+                                 const std::vector<micro_batch>& runs, std::uint64_t seed) {
   workload::rng noise(seed);
   std::vector<observation> out;
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -96,7 +108,8 @@ template <class M>
 std::vector<double> relative_errors(const M& model, const sim::truth_model& truth,
                                     const std::vector<micro_batch>& runs) {
   std::vector<double> out;
-  for (const auto& [s, c] : runs) out.push_back(std::abs(model.seconds(s, c) / truth.seconds(s, c) - 1.0));
+  for (const auto& [s, c] : runs)
+    out.push_back(std::abs(model.seconds(s, c) / truth.seconds(s, c) - 1.0));
   return out;
 }
 
@@ -112,7 +125,8 @@ double largest(const std::vector<double>& v) { return *std::max_element(v.begin(
 TEST_CASE("Calibration.analytic_terms_add_up_to_the_model") {
   const analytic_cost_model model(models::llama3_8b(), hgx_cluster(2, gpus::h200_sxm()));
   const auto runs = draw_micro_batches(slow_truth(), 5, 100);
-  for (const auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
+  for (const auto sp :
+       {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
     for (const auto& run : runs) {
       const auto& s = run.shape;
       auto c = run.config;
@@ -127,8 +141,10 @@ TEST_CASE("Calibration.analytic_terms_add_up_to_the_model") {
         marginal += analytic_cost_model::time_term_priors[k] * m[k];
       }
       CHECK(seconds == doctest::Approx(model.device_seconds(s, c)).epsilon(1e-12));
-      CHECK(std::max(seconds, model.host_seconds(c)) == doctest::Approx(model.seconds(s, c)).epsilon(1e-12));
-      CHECK(std::max(0.0, marginal) == doctest::Approx(model.marginal_seconds(s, c)).epsilon(1e-12));
+      CHECK(std::max(seconds, model.host_seconds(c)) ==
+            doctest::Approx(model.seconds(s, c)).epsilon(1e-12));
+      CHECK(std::max(0.0, marginal) ==
+            doctest::Approx(model.marginal_seconds(s, c)).epsilon(1e-12));
       const auto bytes = model.memory_terms(s, c);
       CHECK(bytes[0] + bytes[1] == model.peak_bytes(s, c));
     }
@@ -140,7 +156,8 @@ TEST_CASE("Calibration.without_observations_it_is_the_base_model") {
   const calibrated<analytic_cost_model> model(base);
   for (const auto& [s, c] : draw_micro_batches(slow_truth(), 9, 50)) {
     CHECK(model.seconds(s, c) == doctest::Approx(base.seconds(s, c)).epsilon(1e-12));
-    CHECK(model.marginal_seconds(s, c) == doctest::Approx(base.marginal_seconds(s, c)).epsilon(1e-12));
+    CHECK(model.marginal_seconds(s, c) ==
+          doctest::Approx(base.marginal_seconds(s, c)).epsilon(1e-12));
     CHECK(model.peak_bytes(s, c) == base.peak_bytes(s, c));
   }
   CHECK(model.memory_budget() == base.memory_budget());
@@ -164,8 +181,8 @@ TEST_CASE("Calibration.fifty_observations_bring_a_truth_30_percent_away_within_5
   model.observe(measure(truth, runs, 3));  // 50 observations, 3 of them stragglers
   const auto after = relative_errors(model, truth, held_out);
   const auto report = model.report();
-  MESSAGE("after 50 observations: mean ", mean(after), ", max ", largest(after),
-          "; fit rms ", report.time_rms_error, ", worst row ", report.time_max_error);
+  MESSAGE("after 50 observations: mean ", mean(after), ", max ", largest(after), "; fit rms ",
+          report.time_rms_error, ", worst row ", report.time_max_error);
   CHECK(largest(after) <= 0.05);
   CHECK(mean(after) <= 0.01);
   CHECK(report.observations == 50);
@@ -193,7 +210,8 @@ TEST_CASE("Calibration.plans_made_afterwards_are_faster_under_the_truth") {
   int better = 0;
   const int batches = 8;
   for (int b = 0; b < batches; ++b) {
-    const auto drawn = workload::draw_batch(workload::wikipedia(), 250'000, 100 + static_cast<std::uint64_t>(b));
+    const auto drawn =
+        workload::draw_batch(workload::wikipedia(), 250'000, 100 + static_cast<std::uint64_t>(b));
     const auto batch = workload::split_to_context(drawn, 131'072).samples;
     const auto plan_before = before.plan(batch);
     const auto plan_after = after.plan(batch);
@@ -209,8 +227,8 @@ TEST_CASE("Calibration.plans_made_afterwards_are_faster_under_the_truth") {
     CHECK(plan_after.makespan_seconds == doctest::Approx(t_after.makespan_seconds).epsilon(0.05));
   }
   MESSAGE("makespan under the truth, ", batches, " batches: analytic plans ", total_before,
-          " s, calibrated plans ", total_after, " s (", total_before / total_after, "x); better on ",
-          better, " of ", batches);
+          " s, calibrated plans ", total_after, " s (", total_before / total_after,
+          "x); better on ", better, " of ", batches);
   CHECK(total_after < total_before);
   CHECK(better >= batches - 1);
 }
@@ -243,24 +261,28 @@ TEST_CASE("Calibration.out_of_memory_tightens_that_configuration") {
   const execution_config at4{4, sequence_parallel::ulysses, recompute_setting::none()};
   // The longest sample the model thinks fits on 2 GPUs without recompute.
   std::int64_t tokens = 1024;
-  while (model.peak_bytes(micro_batch_shape::of(text_sample(1, tokens + 1024)), at2) <= model.memory_budget())
+  while (model.peak_bytes(micro_batch_shape::of(text_sample(1, tokens + 1024)), at2) <=
+         model.memory_budget())
     tokens += 1024;
   const micro_batch_shape failed = micro_batch_shape::of(text_sample(1, tokens));
   const double before4 = model.peak_bytes(failed, at4);
 
   model.observe(observation{failed, at2, {0.0, 0.0, true}});
   CHECK(model.report().out_of_memory == 1);
-  CHECK(model.peak_bytes(failed, at2) >= 1.05 * static_cast<double>(one_node().gpu.memory_bytes) * 0.999);
+  CHECK(model.peak_bytes(failed, at2) >=
+        1.05 * static_cast<double>(one_node().gpu.memory_bytes) * 0.999);
   CHECK(model.tightening_of(at2) > 1.0);
   CHECK(model.peak_bytes(failed, at4) == before4);  // other degrees keep their memory
   // More recomputation still never needs more memory at the tightened degree.
   execution_config full = at2;
   full.recompute = recompute_setting::full(base.model().layers);
   CHECK(model.peak_bytes(failed, full) <= model.peak_bytes(failed, at2));
-  CHECK(model.seconds(failed, at2) == doctest::Approx(base.seconds(failed, at2)).epsilon(1e-12));  // no time measured
+  CHECK(model.seconds(failed, at2) ==
+        doctest::Approx(base.seconds(failed, at2)).epsilon(1e-12));  // no time measured
 
   // A plan made afterwards never runs that sample on 2 GPUs without recompute.
-  const std::vector<sample> batch{text_sample(1, tokens), text_sample(2, 1'000), text_sample(3, 2'000)};
+  const std::vector<sample> batch{text_sample(1, tokens), text_sample(2, 1'000),
+                                  text_sample(3, 2'000)};
   const auto plan = DataCentricScheduler<calibrated<analytic_cost_model>>(model).plan(batch);
   for (const auto& m : plan.micro_steps) {
     if (std::find(m.sample_ids.begin(), m.sample_ids.end(), 1u) == m.sample_ids.end()) continue;
@@ -272,22 +294,37 @@ TEST_CASE("Calibration.bad_observations_name_the_field_and_value") {
   calibrated<analytic_cost_model> model(analytic_cost_model(models::llama3_8b(), one_node()));
   const auto shape = micro_batch_shape::of(text_sample(1, 4096));
   const execution_config ok{2, sequence_parallel::ulysses, {}};
-  CHECK(contains(message_of([&] { model.observe(observation{shape, ok, {-1.0, 0.0, false}}); }),
+  CHECK(contains(message_of([&] {
+                   model.observe(observation{shape, ok, {-1.0, 0.0, false}});
+                 }),
                  "observation 0: report.seconds = -1"));
-  CHECK(contains(message_of([&] { model.observe(observation{shape, ok, {std::nan(""), 0.0, false}}); }),
+  CHECK(contains(message_of([&] {
+                   model.observe(observation{shape, ok, {std::nan(""), 0.0, false}});
+                 }),
                  "report.seconds = nan"));
-  CHECK(contains(message_of([&] { model.observe(observation{shape, ok, {1.0, -5.0, false}}); }),
+  CHECK(contains(message_of([&] {
+                   model.observe(observation{shape, ok, {1.0, -5.0, false}});
+                 }),
                  "report.peak_bytes = -5"));
-  CHECK(contains(message_of([&] { model.observe(observation{shape, {3, sequence_parallel::ulysses, {}}, {1.0, 0.0, false}}); }),
-                 "degree = 3, must be a power of two"));
-  CHECK(contains(message_of([&] { model.observe(observation{shape, {16, sequence_parallel::ulysses, {}}, {1.0, 0.0, false}}); }),
-                 "degree = 16 exceeds the cluster's 8 GPUs"));
-  CHECK(contains(message_of([&] { model.observe(observation{micro_batch_shape{}, ok, {1.0, 0.0, false}}); }),
+  CHECK(contains(
+      message_of([&] {
+        model.observe(observation{shape, {3, sequence_parallel::ulysses, {}}, {1.0, 0.0, false}});
+      }),
+      "degree = 3, must be a power of two"));
+  CHECK(contains(
+      message_of([&] {
+        model.observe(observation{shape, {16, sequence_parallel::ulysses, {}}, {1.0, 0.0, false}});
+      }),
+      "degree = 16 exceeds the cluster's 8 GPUs"));
+  CHECK(contains(message_of([&] {
+                   model.observe(observation{micro_batch_shape{}, ok, {1.0, 0.0, false}});
+                 }),
                  "shape has samples = 0"));
   CHECK(contains(message_of([&] { calibrated<analytic_cost_model>(model.base(), {.window = 0}); }),
                  "window = 0"));
   // Nothing of a rejected batch of observations was kept.
-  const std::vector<observation> mixed{{shape, ok, {1.0, 0.0, false}}, {shape, ok, {-1.0, 0.0, false}}};
+  const std::vector<observation> mixed{{shape, ok, {1.0, 0.0, false}},
+                                       {shape, ok, {-1.0, 0.0, false}}};
   CHECK(contains(message_of([&] { model.observe(mixed); }), "observation 1: report.seconds = -1"));
   CHECK(model.report().observations == 0);
 }
@@ -300,7 +337,8 @@ struct truth_executor {
   const sim::truth_model* truth;
   const std::vector<sample>* batch;
   int discarded = 0;
-  execution_report run(const micro_step& m, in_process_communicator& group, recompute_setting r, double) {
+  execution_report run(const micro_step& m, in_process_communicator& group, recompute_setting r,
+                       double) {
     micro_batch_shape s;
     for (const auto id : m.sample_ids)
       for (const auto& x : *batch)
@@ -326,10 +364,12 @@ struct no_headroom_scenario {
   sim::truth_model truth = slow_truth(spec());
   analytic_cost_model base{models::llama3_8b(), one_node(), spec()};
   std::vector<sample> batch =
-      workload::split_to_context(workload::draw_batch(workload::wikipedia(), 600'000, 21), 131'072).samples;
+      workload::split_to_context(workload::draw_batch(workload::wikipedia(), 600'000, 21), 131'072)
+          .samples;
 
   DataCentricScheduler<calibrated<analytic_cost_model>> scheduler() const {
-    return DataCentricScheduler<calibrated<analytic_cost_model>>{calibrated<analytic_cost_model>(base)};
+    return DataCentricScheduler<calibrated<analytic_cost_model>>{
+        calibrated<analytic_cost_model>(base)};
   }
 };
 
@@ -421,7 +461,8 @@ TEST_CASE("Calibration.profiling_a_grid_builds_a_model_within_5_percent_of_the_t
   const auto before = relative_errors(base, truth, held_out);
   const auto after = relative_errors(*profiled, truth, held_out);
   MESSAGE("profiled on ", ran, " micro-steps (", oom, " out of memory): mean error ", mean(after),
-          ", max ", largest(after), " (analytic: mean ", mean(before), ", max ", largest(before), ")");
+          ", max ", largest(after), " (analytic: mean ", mean(before), ", max ", largest(before),
+          ")");
   CHECK(largest(after) <= 0.05);
   for (const auto& [s, c] : held_out) CHECK(profiled->peak_bytes(s, c) >= truth.peak_bytes(s, c));
 }
@@ -430,10 +471,12 @@ TEST_CASE("Calibration.profile_grid_errors_name_the_field") {
   const analytic_cost_model base(models::llama3_8b(), one_node());
   profile_grid grid;
   grid.lengths = {1024, 0};
-  CHECK(contains(message_of([&] { (void)profile_points(base, grid); }), "profile_grid: length = 0, must be >= 1"));
+  CHECK(contains(message_of([&] { (void)profile_points(base, grid); }),
+                 "profile_grid: length = 0, must be >= 1"));
   grid.lengths = {1024};
   grid.repetitions = 0;
-  CHECK(contains(message_of([&] { (void)profile_points(base, grid); }), "repetitions = 0 (must be >= 1)"));
+  CHECK(contains(message_of([&] { (void)profile_points(base, grid); }),
+                 "repetitions = 0 (must be >= 1)"));
   grid.repetitions = 1;
   grid.degrees = {3, 16};  // neither runs on 8 GPUs: no points
   CHECK(profile_points(base, grid).empty());
@@ -447,7 +490,9 @@ TEST_CASE("Calibration.online_in_the_simulator_predicts_what_the_hardware_does")
   sc.model = models::llama3_8b();
   sc.cluster = one_node();
   sc.draw = [](std::uint64_t seed) {
-    return workload::split_to_context(workload::draw_batch(workload::wikipedia(), 250'000, seed), 65'536).samples;
+    return workload::split_to_context(workload::draw_batch(workload::wikipedia(), 250'000, seed),
+                                      65'536)
+        .samples;
   };
   // 36 steps: over 12, the first of which calibration cannot have learned from, the mean error
   // is a coin flip at the noise floor (with the batches drawn 200 seeds on, calibration read
@@ -478,8 +523,9 @@ TEST_CASE("Calibration.online_in_the_simulator_predicts_what_the_hardware_does")
   CHECK(learning->cost().report().observations > 0);
   const auto& before = result.policies[0];
   const auto& after = result.policies[1];
-  MESSAGE("mean makespan prediction error: analytic ", before.prediction_error, ", calibrated online ",
-          after.prediction_error, "; tokens/s ", before.tokens_per_s, " -> ", after.tokens_per_s);
+  MESSAGE("mean makespan prediction error: analytic ", before.prediction_error,
+          ", calibrated online ", after.prediction_error, "; tokens/s ", before.tokens_per_s,
+          " -> ", after.tokens_per_s);
   // The analytic model already predicts this scenario within a few per cent (its fixed GEMM
   // cost comes from the SMs), close to the floor the simulator's noise (sigma 3 % per
   // micro-step) sets, so calibration must improve on it and stay near that floor.
@@ -492,7 +538,8 @@ namespace {
 /// truth_executor without discard_gradients: it cannot undo a step that ran out of memory.
 struct executor_without_discard {
   truth_executor inner;
-  execution_report run(const micro_step& m, in_process_communicator& group, recompute_setting r, double s) {
+  execution_report run(const micro_step& m, in_process_communicator& group, recompute_setting r,
+                       double s) {
     return inner.run(m, group, r, s);
   }
 };
@@ -541,7 +588,8 @@ TEST_CASE("Calibration.a_model_without_terms_gets_one_weight") {
   CHECK(model.time_weights()[0] == doctest::Approx(1.3).epsilon(1e-3));
   for (const auto& [s, c] : draw_micro_batches(truth, 7, 50)) {
     CHECK(model.seconds(s, c) == doctest::Approx(1.3 * truth.seconds(s, c)).epsilon(1e-3));
-    CHECK(model.marginal_seconds(s, c) == doctest::Approx(1.3 * truth.marginal_seconds(s, c)).epsilon(1e-3));
+    CHECK(model.marginal_seconds(s, c) ==
+          doctest::Approx(1.3 * truth.marginal_seconds(s, c)).epsilon(1e-3));
     CHECK(model.peak_bytes(s, c) == truth.peak_bytes(s, c));  // no peak was measured
   }
 }
@@ -550,12 +598,15 @@ TEST_CASE("Calibration.a_step_larger_than_the_window_is_sampled_evenly") {
   // A step of a large cluster measures more micro-batches than the window holds: the window
   // keeps every k-th of them, not the last ones (which start last and are not typical).
   const auto truth = slow_truth();
-  calibrated<analytic_cost_model> model(analytic_cost_model(models::llama3_8b(), one_node()), {.window = 10});
+  calibrated<analytic_cost_model> model(analytic_cost_model(models::llama3_8b(), one_node()),
+                                        {.window = 10});
   auto step = measure(truth, draw_micro_batches(truth, 11, 100), 3);
-  for (std::size_t i = 0; i < step.size(); ++i) step[i].report.seconds = 1.0 + static_cast<double>(i);
+  for (std::size_t i = 0; i < step.size(); ++i)
+    step[i].report.seconds = 1.0 + static_cast<double>(i);
   model.observe(step);
   REQUIRE(model.observations().size() == 10);
-  for (std::size_t k = 0; k < 10; ++k) CHECK(model.observations()[k].report.seconds == 1.0 + 10.0 * static_cast<double>(k));
+  for (std::size_t k = 0; k < 10; ++k)
+    CHECK(model.observations()[k].report.seconds == 1.0 + 10.0 * static_cast<double>(k));
   // Later calls push the oldest out.
   model.observe(step[99]);
   CHECK(model.observations().size() == 10);
@@ -576,13 +627,15 @@ TEST_CASE("Calibration.host_weight_is_fitted_on_the_micro_steps_the_host_decides
   model.observe(measure(truth, runs, 0));
   // The truth's host time over the model's, for a micro-step at degree 1 without recomputation.
   const execution_config c{1, sequence_parallel::ulysses, recompute_setting::none()};
-  const double expected = truth.micro_step_parts(micro_batch_shape{}, c).host_seconds / base.host_seconds(c);
+  const double expected =
+      truth.micro_step_parts(micro_batch_shape{}, c).host_seconds / base.host_seconds(c);
   MESSAGE("host weight ", model.host_weight(), ", truth / model host time ", expected);
   CHECK(model.host_weight() == doctest::Approx(expected).epsilon(0.15));
   // Host-bound micro-steps are now predicted near the truth.
   for (const auto& [s, cfg] : runs) {
     const auto p = truth.micro_step_parts(s, cfg);
-    if (p.host_seconds > 1.5 * p.device_seconds_at(p.nic_bandwidth) && cfg.degree == 1 && cfg.recompute.is_none())
+    if (p.host_seconds > 1.5 * p.device_seconds_at(p.nic_bandwidth) && cfg.degree == 1 &&
+        cfg.recompute.is_none())
       CHECK(model.seconds(s, cfg) == doctest::Approx(truth.seconds(s, cfg)).epsilon(0.15));
   }
 }

@@ -1,13 +1,14 @@
 // User-defined policies plug into DataCentricScheduler through the concepts alone.
 
-#include <doctest/doctest.h>
-
 #include <string_view>
 #include <vector>
 
+#include <doctest/doctest.h>
+
+#include "dcp/dcp.hpp"
+
 #include "../support/batches.hpp"
 #include "../support/promises.hpp"
-#include "dcp/dcp.hpp"
 
 namespace user {
 
@@ -65,10 +66,12 @@ struct round_robin {
 
 static_assert(dcp::bucketing_policy<user::one_per_bucket>);
 static_assert(dcp::recompute_strategy<user::half_budget_recompute, dcp::analytic_cost_model>);
-static_assert(dcp::placement_policy<user::round_robin, dcp::analytic_cost_model, user::half_budget_recompute>);
+static_assert(dcp::placement_policy<user::round_robin, dcp::analytic_cost_model,
+                                    user::half_budget_recompute>);
 
 TEST_CASE("Scheduler.Composition.user_defined_policies_plug_in") {
-  const dcp::analytic_cost_model cost(dcp::models::llama3_8b(), dcp::hgx_cluster(1, dcp::gpus::h200_sxm()));
+  const dcp::analytic_cost_model cost(dcp::models::llama3_8b(),
+                                      dcp::hgx_cluster(1, dcp::gpus::h200_sxm()));
   const dcp::DataCentricScheduler<dcp::analytic_cost_model, user::one_per_bucket,
                                   user::half_budget_recompute, user::round_robin>
       scheduler(cost);
@@ -83,7 +86,8 @@ TEST_CASE("Scheduler.Composition.user_defined_policies_plug_in") {
         batch.begin(), batch.end(), [&](const dcp::sample& s) { return s.id == m.sample_ids[0]; }));
     dcp::execution_config none{1, dcp::sequence_parallel::ulysses, {}};
     const bool light = cost.peak_bytes(shape, none) <= 0.5 * cost.memory_budget();
-    CHECK(m.config.recompute == (light ? dcp::recompute_setting::none() : dcp::recompute_setting::full(32)));
+    CHECK(m.config.recompute ==
+          (light ? dcp::recompute_setting::none() : dcp::recompute_setting::full(32)));
   }
   // Default template arguments: the common case needs none.
   const dcp::DataCentricScheduler<> defaults(cost);

@@ -1,12 +1,12 @@
 // The analytic cost model: formulas against hand computation, monotonicity, memory terms; and
 // the promises both it and the truth model make as cost models.
 
-#include <doctest/doctest.h>
-
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <tuple>
+
+#include <doctest/doctest.h>
 
 #include "dcp/dcp.hpp"
 #include "dcp/sim/truth_model.hpp"
@@ -54,7 +54,8 @@ TEST_CASE("Cost.Analytic.attention_is_quadratic_and_causal_halves_it") {
   full.attention = attention_kind::full;
   CHECK(attention(full) == doctest::Approx(2.0 * a1).epsilon(1e-12));
   // Packed micro-batches add per-sample pairs, never (Σs)².
-  const auto packed = micro_batch_shape::of(text_sample(0, 8192)) + micro_batch_shape::of(text_sample(1, 8192));
+  const auto packed =
+      micro_batch_shape::of(text_sample(0, 8192)) + micro_batch_shape::of(text_sample(1, 8192));
   CHECK(packed.attention_pairs == doctest::Approx(2.0 * 0.5 * 8192.0 * 8192.0));
 }
 
@@ -63,7 +64,8 @@ TEST_CASE("Cost.Analytic.factorised_video_attention_uses_spatial_and_temporal_te
   const double frames = 30, per_frame = 45 * 80;
   CHECK(micro_batch_shape::pairs_of(v) ==
         doctest::Approx(0.5 * (frames * per_frame * per_frame + per_frame * frames * frames)));
-  CHECK(micro_batch_shape::pairs_of(v) < 0.1 * static_cast<double>(v.tokens) * static_cast<double>(v.tokens));
+  CHECK(micro_batch_shape::pairs_of(v) <
+        0.1 * static_cast<double>(v.tokens) * static_cast<double>(v.tokens));
 }
 
 TEST_CASE("Cost.Analytic.time_and_memory_are_monotone_in_length") {
@@ -118,7 +120,8 @@ TEST_CASE("Cost.Analytic.degree_divides_activations_and_adds_communication") {
   // GPU-seconds never fall with the degree (cost_model requirement 5).
   double previous = 0;
   for (std::int64_t d = 1; d <= 32; d *= 2) {
-    const double gpu_seconds = static_cast<double>(d) * (m.device_seconds(s, at(d)) - m.fixed_seconds(at(d)));
+    const double gpu_seconds =
+        static_cast<double>(d) * (m.device_seconds(s, at(d)) - m.fixed_seconds(at(d)));
     CHECK(gpu_seconds >= previous * (1 - 1e-12));
     previous = gpu_seconds;
   }
@@ -128,7 +131,8 @@ TEST_CASE("Cost.Analytic.zero_stages_shrink_model_states") {
   auto states = [](int stage) {
     training_spec t;
     t.zero_stage = stage;
-    return analytic_cost_model(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()), t).state_bytes();
+    return analytic_cost_model(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()), t)
+        .state_bytes();
   };
   const double psi = static_cast<double>(models::llama3_8b().total_params());
   CHECK(states(0) == doctest::Approx(16 * psi));
@@ -168,11 +172,13 @@ TEST_CASE("Cost.Analytic.marginal_time_is_a_floor_for_packing") {
             const auto sb = micro_batch_shape::of(text_sample(1, b));
             const double empty = m.fixed_seconds(c);  // the empty micro-step's device time
             CHECK(empty <= m.seconds(micro_batch_shape{}, c));
-            CHECK(m.seconds(sa + sb, c) >= empty + m.marginal_seconds(sa, c) + m.marginal_seconds(sb, c) - 1e-12);
+            CHECK(m.seconds(sa + sb, c) >=
+                  empty + m.marginal_seconds(sa, c) + m.marginal_seconds(sb, c) - 1e-12);
             CHECK(m.seconds(sb, c) >= empty + m.marginal_seconds(sb, c) - 1e-12);
             CHECK(m.marginal_seconds(sb, c) >= 0.0);
             // Ring: the floor is the whole compute.
-            if (sp == sequence_parallel::ring) CHECK(m.marginal_seconds(sb, c) == m.compute_seconds(sb, c));
+            if (sp == sequence_parallel::ring)
+              CHECK(m.marginal_seconds(sb, c) == m.compute_seconds(sb, c));
           }
         }
       }
@@ -202,9 +208,11 @@ TEST_CASE("Cost.Analytic.caption_work_runs_whole_on_every_gpu_of_the_group") {
   const analytic_cost_model m(models::stdit3_xl(), hgx_cluster(4, gpus::h200_sxm()));
   const double h = 1152, text = 300, embed = 4096, blocks = 56;
   const auto flops_per_text_token = [&](double recomputed) {
-    return 6.0 * blocks * 2.0 * h * h + 2.0 * recomputed * 2.0 * h * h + 4.0 * embed * h + 6.0 * h * h;
+    return 6.0 * blocks * 2.0 * h * h + 2.0 * recomputed * 2.0 * h * h + 4.0 * embed * h +
+           6.0 * h * h;
   };
-  // 275.6 GFLOP per sample without recomputation: 267.5 in the k/v projections, 8.1 in the embedder.
+  // 275.6 GFLOP per sample without recomputation: 267.5 in the k/v projections, 8.1 in the
+  // embedder.
   CHECK(text * flops_per_text_token(0) == doctest::Approx(275.595264e9).epsilon(1e-12));
   CHECK(text * detail::caption_flops_per_text_token(m.model(), 0) ==
         doctest::Approx(275.595264e9).epsilon(1e-12));
@@ -235,7 +243,8 @@ TEST_CASE("Cost.Analytic.caption_work_runs_whole_on_every_gpu_of_the_group") {
   }
   // Wan2.1-14B: 512 umT5 tokens into 40 blocks of hidden 5120, 6.57 TFLOP per sample.
   const analytic_cost_model wan(models::wan21_14b(), hgx_cluster(4, gpus::h200_sxm()));
-  const double wan_flops = 512.0 * (6.0 * 40 * 2.0 * 5120.0 * 5120.0 + 4.0 * 4096 * 5120 + 6.0 * 5120.0 * 5120.0);
+  const double wan_flops =
+      512.0 * (6.0 * 40 * 2.0 * 5120.0 * 5120.0 + 4.0 * 4096 * 5120 + 6.0 * 5120.0 * 5120.0);
   CHECK(wan_flops == doctest::Approx(6.5659e12).epsilon(1e-4));
   const auto clip = micro_batch_shape::of(video_sample(0, {21, 30, 52}, attention_kind::full));
   CHECK(wan.caption_seconds(clip, at(8)) == doctest::Approx(wan_flops / rate).epsilon(1e-12));
@@ -270,15 +279,18 @@ TEST_CASE("Cost.Analytic.dit_recompute_leaves_the_caption_projections_to_the_cap
   const auto& model = m.model();
   const double tokens = 6360;
   const micro_batch_shape dense{0, 6360, 6360, 0.0};  // no samples, no self-attention pairs
-  const double per_block = static_cast<double>(model.block_params() - 2 * model.hidden * model.hidden);
+  const double per_block =
+      static_cast<double>(model.block_params() - 2 * model.hidden * model.hidden);
   const double rate = m.constants().dense_efficiency * m.cluster().gpu.peak_flops;
   // The recomputed forward also repeats the cross-attention scores and values: 4h per
   // (video token, caption token) pair per block, plus the saturating curve's per-row term for
   // the self- and cross-attention rows of every video token.
   const auto& k = m.constants();
-  const double cross_attention = 4.0 * 1152.0 * (tokens * 300.0 + k.attention_forward_half_rows * 2.0 * tokens) *
-                                 56.0 / (k.attention_forward_efficiency * m.cluster().gpu.peak_flops);
-  CHECK(m.compute_seconds(dense, at(1, recompute_setting::full(56))) - m.compute_seconds(dense, at(1)) ==
+  const double cross_attention =
+      4.0 * 1152.0 * (tokens * 300.0 + k.attention_forward_half_rows * 2.0 * tokens) * 56.0 /
+      (k.attention_forward_efficiency * m.cluster().gpu.peak_flops);
+  CHECK(m.compute_seconds(dense, at(1, recompute_setting::full(56))) -
+            m.compute_seconds(dense, at(1)) ==
         doctest::Approx(2.0 * per_block * 56.0 * tokens / rate + cross_attention).epsilon(1e-9));
 }
 
@@ -295,7 +307,8 @@ TEST_CASE("Cost.Analytic.decoder_lm_has_no_caption_work") {
       CHECK(m.caption_seconds(one, c) == 0.0);
       CHECK(m.caption_seconds(many, c) == 0.0);
       CHECK(m.compute_seconds(one, c) ==
-            (m.dense_compute_seconds(8192.0, c) + m.attention_compute_seconds(one, c)) / static_cast<double>(d));
+            (m.dense_compute_seconds(8192.0, c) + m.attention_compute_seconds(one, c)) /
+                static_cast<double>(d));
       CHECK(m.seconds(many, c) == m.seconds(one, c));
       CHECK(m.peak_bytes(many, c) == m.peak_bytes(one, c));
     }
@@ -340,12 +353,14 @@ void check_memory_by_tokens(const Model& m, std::uint64_t seed) {
         micro_batch_shape packed;
         const auto count = 1 + next(6);
         for (std::int64_t i = 0; i < count; ++i)
-          packed += micro_batch_shape::of(text_sample(static_cast<std::uint64_t>(i), 1 + next(60000)));
+          packed +=
+              micro_batch_shape::of(text_sample(static_cast<std::uint64_t>(i), 1 + next(60000)));
         micro_batch_shape one;
         one.samples = packed.samples;
         one.tokens = packed.tokens;
         one.longest = packed.tokens;
-        const execution_config c{d, sp, {static_cast<std::int32_t>(next(layers + 1)), next(2) == 1}};
+        const execution_config c{
+            d, sp, {static_cast<std::int32_t>(next(layers + 1)), next(2) == 1}};
         CHECK(m.peak_bytes(packed, c) == m.peak_bytes(one, c));
         auto more_tokens = one;
         more_tokens.tokens += 1 + next(1000);
@@ -386,8 +401,8 @@ namespace {
 /// A decoder whose every GEMM is 256 wide or a multiple (QKV 768, the rest 256), so with one SM
 /// each GEMM runs ceil(M / 128) x (width / 256) waves of one tile: eta = M / (128 ceil(M / 128)).
 model_spec narrow_decoder() {
-  return {"narrow", model_family::decoder_lm, 2, 256, 2, 2, 256, 256,
-          mlp_kind::gelu, false, attention_kind::causal, 0, 0};
+  return {"narrow", model_family::decoder_lm, 2, 256, 2, 2, 256, 256, mlp_kind::gelu,
+          false,    attention_kind::causal,   0, 0};
 }
 }  // namespace
 
@@ -402,12 +417,15 @@ TEST_CASE("Cost.GemmWaves.efficiency_is_the_useful_share_of_the_waves") {
   // (256 x 256, two per layer each) and the head (256 x 256, once).
   const double rows = 64;
   double useful = 0, spent = 0;
-  for (const auto& [inner, width, count] : {std::tuple{256.0, 768.0, 2.0}, std::tuple{256.0, 256.0, 6.0},
-                                            std::tuple{256.0, 256.0, 1.0}}) {
+  for (const auto& [inner, width, count] :
+       {std::tuple{256.0, 768.0, 2.0}, std::tuple{256.0, 256.0, 6.0},
+        std::tuple{256.0, 256.0, 1.0}}) {
     useful += 2.0 * count * inner * width * rows;
-    spent += count * (inner + width) * 1000.0 * 128.0 * 256.0;  // forward: inner; data gradient: width
+    spent +=
+        count * (inner + width) * 1000.0 * 128.0 * 256.0;  // forward: inner; data gradient: width
   }
-  CHECK(detail::gemm_wave_efficiency(m, 1000, rows) == doctest::Approx(useful / spent).epsilon(1e-12));
+  CHECK(detail::gemm_wave_efficiency(m, 1000, rows) ==
+        doctest::Approx(useful / spent).epsilon(1e-12));
   // Unknown SMs or no rows: no quantisation charged.
   CHECK(detail::gemm_wave_efficiency(m, 0, rows) == 1.0);
   CHECK(detail::gemm_half_tokens(m, 0) == 0.0);
@@ -442,15 +460,18 @@ TEST_CASE("Cost.Analytic.fixed_gemm_cost_is_the_gemm_time_of_n_half_tokens") {
   CHECK(half == doctest::Approx(detail::gemm_half_tokens(models::llama3_8b(), 132)));
   for (const auto r : {recompute_setting{}, recompute_setting{32, false}}) {
     const auto c = at(1, r);
-    CHECK(m.gemm_fixed_seconds(c) == doctest::Approx(m.dense_compute_seconds(half, c)).epsilon(1e-12));
+    CHECK(m.gemm_fixed_seconds(c) ==
+          doctest::Approx(m.dense_compute_seconds(half, c)).epsilon(1e-12));
     // The empty micro-step's device time is it with the framework work and every launch.
     CHECK(m.device_seconds(micro_batch_shape{}, c) ==
-          doctest::Approx(m.overhead_seconds(c) + m.recompute_launch_seconds(c) + m.gemm_fixed_seconds(c))
+          doctest::Approx(m.overhead_seconds(c) + m.recompute_launch_seconds(c) +
+                          m.gemm_fixed_seconds(c))
               .epsilon(1e-12));
   }
   // Recomputed blocks launch a third of their kernels again; collectives launch one each.
   CHECK(m.recompute_launch_seconds(at(1, {32, false})) ==
-        doctest::Approx(32.0 * m.constants().kernels_per_layer / 3.0 * m.constants().kernel_launch_seconds));
+        doctest::Approx(32.0 * m.constants().kernels_per_layer / 3.0 *
+                        m.constants().kernel_launch_seconds));
   CHECK(m.overhead_seconds(at(4)) - m.overhead_seconds(at(1)) ==
         doctest::Approx(4.0 * 2.0 * 32.0 * m.constants().kernel_launch_seconds));
   // A GPU that does not declare its SMs gets no fixed GEMM cost.
@@ -467,7 +488,8 @@ TEST_CASE("Cost.Analytic.host_time_decides_micro_steps_too_small_to_hide_it") {
   const auto c = at(1);
   // The host issues every block's forward and backward kernels (and a third again per
   // recomputed block, and the collectives); its time does not depend on the tokens.
-  CHECK(m.host_seconds(c) == doctest::Approx(k.host_seconds_per_kernel * k.kernels_per_layer * 32).epsilon(1e-12));
+  CHECK(m.host_seconds(c) ==
+        doctest::Approx(k.host_seconds_per_kernel * k.kernels_per_layer * 32).epsilon(1e-12));
   CHECK(m.host_seconds(at(1, {32, false})) > m.host_seconds(c));
   CHECK(m.host_seconds(at(8)) > m.host_seconds(c));
   const micro_batch_shape small{1, 200, 200, 0.5 * 200 * 200};
@@ -500,9 +522,11 @@ TEST_CASE("Cost.Analytic.attention_efficiency_saturates_with_the_rows_a_kernel_r
     const double s = lengths[n];
     const double pairs = s * s;
     CAPTURE(s);
-    CHECK(k.attention_forward_efficiency * pairs / (pairs + k.attention_forward_half_rows * s) * 989.4 ==
+    CHECK(k.attention_forward_efficiency * pairs / (pairs + k.attention_forward_half_rows * s) *
+              989.4 ==
           doctest::Approx(forward[n]).epsilon(0.035));
-    CHECK(k.attention_backward_efficiency * pairs / (pairs + k.attention_backward_half_rows * s) * 989.4 ==
+    CHECK(k.attention_backward_efficiency * pairs / (pairs + k.attention_backward_half_rows * s) *
+              989.4 ==
           doctest::Approx(backward[n]).epsilon(0.035));
   }
   // Ring attention runs each GPU's rows against every key chunk: at degree 8 a sample's
@@ -510,18 +534,21 @@ TEST_CASE("Cost.Analytic.attention_efficiency_saturates_with_the_rows_a_kernel_r
   // pay relatively more of it.
   training_spec ring_training;
   ring_training.sp = sequence_parallel::ring;
-  const analytic_cost_model ring(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()), ring_training);
+  const analytic_cost_model ring(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()),
+                                 ring_training);
   const auto& model = ring.model();
   const double peak = ring.cluster().gpu.peak_flops;
-  const double per_row = 4.0 * static_cast<double>(model.hidden) * static_cast<double>(model.layers) *
-                         (k.attention_forward_half_rows / (k.attention_forward_efficiency * peak) +
-                          2.5 * k.attention_backward_half_rows / (k.attention_backward_efficiency * peak));
+  const double per_row =
+      4.0 * static_cast<double>(model.hidden) * static_cast<double>(model.layers) *
+      (k.attention_forward_half_rows / (k.attention_forward_efficiency * peak) +
+       2.5 * k.attention_backward_half_rows / (k.attention_backward_efficiency * peak));
   double previous_share = 1.0;
   for (const std::int64_t tokens : {2048, 32768}) {
     const auto s = micro_batch_shape::of(text_sample(0, tokens));
     const execution_config ulysses{8, sequence_parallel::ulysses, {}};
     const execution_config ring8{8, sequence_parallel::ring, {}};
-    const double extra = ring.attention_compute_seconds(s, ring8) - ring.attention_compute_seconds(s, ulysses);
+    const double extra =
+        ring.attention_compute_seconds(s, ring8) - ring.attention_compute_seconds(s, ulysses);
     CHECK(extra == doctest::Approx(7.0 * per_row * static_cast<double>(tokens)).epsilon(1e-9));
     const double share = extra / ring.attention_compute_seconds(s, ring8);
     CHECK(share < previous_share);
@@ -532,23 +559,24 @@ TEST_CASE("Cost.Analytic.attention_efficiency_saturates_with_the_rows_a_kernel_r
 TEST_CASE("Cost.Memory.ceil_whole_is_std_ceil") {
   // The activation accounting rounds tokens per GPU up with detail::ceil_whole instead of
   // std::ceil: it must agree on every double, whole or not, small or beyond 2^52.
-  const std::array<double, 16> xs{0.0,         0.25,         1.0,        1.5,
-                                  -0.5,        -1.0,         -2.75,      1e9 / 3.0,
-                                  0x1p52 - 0.5, 0x1p52,      0x1p52 + 2, 0x1p63,
-                                  1e300,       -1e300,       4.9e-324,   1.0 - 0x1p-53};
+  const std::array<double, 16> xs{0.0,   0.25,      1.0,          1.5,          -0.5,       -1.0,
+                                  -2.75, 1e9 / 3.0, 0x1p52 - 0.5, 0x1p52,       0x1p52 + 2, 0x1p63,
+                                  1e300, -1e300,    4.9e-324,     1.0 - 0x1p-53};
   for (const double x : xs) {
     CAPTURE(x);
     CHECK(detail::ceil_whole(x) == std::ceil(x));
   }
   for (std::int64_t tokens = 1; tokens < 3000; tokens += 7)
     for (const double d : {1.0, 2.0, 8.0, 64.0, 1024.0})
-      CHECK(detail::ceil_whole(static_cast<double>(tokens) / d) == std::ceil(static_cast<double>(tokens) / d));
+      CHECK(detail::ceil_whole(static_cast<double>(tokens) / d) ==
+            std::ceil(static_cast<double>(tokens) / d));
 }
 
 TEST_CASE("Cost.Memory.a_group_holds_its_tokens_rounded_up_per_gpu") {
   // 1,001 tokens over 8 GPUs: each holds 126 (the busiest GPU), so the bytes are those of
   // 1,008 tokens, not of 1,001.
-  const analytic_cost_model m(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()), training_spec{});
+  const analytic_cost_model m(models::llama3_8b(), hgx_cluster(1, gpus::h100_sxm()),
+                              training_spec{});
   const execution_config c{8, sequence_parallel::ulysses, recompute_setting::none()};
   const auto bytes = [&](std::int64_t tokens) {
     return m.activation_bytes(micro_batch_shape{1, tokens, tokens, 0.0}, c);
@@ -557,7 +585,8 @@ TEST_CASE("Cost.Memory.a_group_holds_its_tokens_rounded_up_per_gpu") {
   CHECK(bytes(1001) > bytes(1000));
 }
 
-TEST_CASE("Cost.Analytic.ring_transfers_hide_behind_every_pass_attention_the_recomputed_forward_too") {
+TEST_CASE(
+    "Cost.Analytic.ring_transfers_hide_behind_every_pass_attention_the_recomputed_forward_too") {
   // A ring micro-step passes K and V chunks (r - 1 steps per layer and pass: forward, backward
   // twice, a recomputed block's forward once more) behind the attention of the same passes, so
   // what stays exposed is max(0, transfers - its whole attention); a recomputed forward adds

@@ -1,14 +1,15 @@
 // Reading plans back from JSON, and the errors for plans that cannot run a batch.
 
-#include <doctest/doctest.h>
-
 #include <string>
 #include <vector>
 
-#include "../support/batches.hpp"
-#include "../support/errors.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/plan/json_reader.hpp"
+
+#include "../support/batches.hpp"
+#include "../support/errors.hpp"
 
 using namespace dcp;
 
@@ -46,17 +47,23 @@ TEST_CASE("PlanJson.Reader.round_trips_what_the_writer_wrote") {
 }
 
 TEST_CASE("PlanJson.Reader.syntax_errors_name_line_and_column") {
-  const auto msg = message_of([] { (void)read_plan_json("{\n  \"format\": \"dcp.step_plan/1\",\n  \"gpus\": 8,,\n}", "bad.json"); });
+  const auto msg = message_of([] {
+    (void)read_plan_json("{\n  \"format\": \"dcp.step_plan/1\",\n  \"gpus\": 8,,\n}", "bad.json");
+  });
   CHECK(contains(msg, "bad.json:3:"));
   CHECK(contains(msg, "expected"));
-  CHECK(contains(message_of([] { (void)read_plan_json("{\"format\": \"other/2\"}", "x.json"); }), "'other/2'"));
-  CHECK(contains(message_of([] { (void)read_plan_json("{\"format\": \"dcp.step_plan/1\", \"gpus\": 8}", "x.json"); }),
+  CHECK(contains(message_of([] { (void)read_plan_json("{\"format\": \"other/2\"}", "x.json"); }),
+                 "'other/2'"));
+  CHECK(contains(message_of([] {
+                   (void)read_plan_json("{\"format\": \"dcp.step_plan/1\", \"gpus\": 8}", "x.json");
+                 }),
                  "missing field 'micro_steps'"));
   CHECK(contains(message_of([] {
-                   (void)read_plan_json("{\"format\": \"dcp.step_plan/1\", \"gpus\": 8, \"micro_steps\": "
-                                  "[{\"sequence\": 0, \"first_rank\": 0, \"degree\": \"two\", "
-                                  "\"sample_ids\": []}]}",
-                                  "x.json");
+                   (void)read_plan_json(
+                       "{\"format\": \"dcp.step_plan/1\", \"gpus\": 8, \"micro_steps\": "
+                       "[{\"sequence\": 0, \"first_rank\": 0, \"degree\": \"two\", "
+                       "\"sample_ids\": []}]}",
+                       "x.json");
                  }),
                  "x.json.micro_steps[0].degree"));
 }
@@ -105,7 +112,8 @@ TEST_CASE("PlanJson.Reader.barriers_round_trip_and_bad_ones_are_named") {
   fixture f;
   auto plan = f.plan;
   REQUIRE(plan.micro_steps.size() >= 3);
-  // Without barriers the document has no "barriers" field: plans of dcp's own policies read as before.
+  // Without barriers the document has no "barriers" field: plans of dcp's own policies read as
+  // before.
   CHECK(!contains(to_json(plan), "barriers"));
   plan.barriers = {1, 2};
   plan.fingerprint = compute_fingerprint(plan);
@@ -118,11 +126,13 @@ TEST_CASE("PlanJson.Reader.barriers_round_trip_and_bad_ones_are_named") {
   CHECK(contains(message_of([&] { validate_plan(read, f.batch, plan.gpus); }),
                  "plan.barriers[1] = 2, must be greater than barriers[0] = 2"));
   read.barriers = {-1};
-  CHECK(contains(message_of([&] { validate_plan(read, f.batch, plan.gpus); }), "plan.barriers[0] = -1"));
+  CHECK(contains(message_of([&] { validate_plan(read, f.batch, plan.gpus); }),
+                 "plan.barriers[0] = -1"));
   CHECK(contains(message_of([] {
-                   (void)read_plan_json("{\"format\": \"dcp.step_plan/1\", \"gpus\": 8, \"barriers\": [\"x\"], "
-                                        "\"micro_steps\": []}",
-                                        "x.json");
+                   (void)read_plan_json(
+                       "{\"format\": \"dcp.step_plan/1\", \"gpus\": 8, \"barriers\": [\"x\"], "
+                       "\"micro_steps\": []}",
+                       "x.json");
                  }),
                  "x.json.barriers[0]"));
 }

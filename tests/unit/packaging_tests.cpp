@@ -2,11 +2,11 @@
 // inline namespace, and optional cost-model members that are either used or rejected — never
 // silently ignored. The compile-time halves are in tests/static/.
 
-#include <doctest/doctest.h>
-
 #include <string>
 #include <typeinfo>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "dcp/dcp.hpp"
 #include "dcp/version.hpp"
@@ -37,9 +37,9 @@ TEST_CASE("Finding.04_dependency_expectations.symbols_carry_the_abi_namespace") 
   const std::string tag = DCP_TEST_TEXT(DCP_ABI_NAMESPACE);
   CAPTURE(tag);
   CHECK(tag == "v" + std::to_string(DCP_VERSION_MAJOR) + "_" + std::to_string(DCP_VERSION_MINOR));
-  for (const std::string name : {typeid(dcp::step_plan).name(), typeid(dcp::sample).name(),
-                                 typeid(dcp::DataCentricScheduler<>).name(),
-                                 typeid(&dcp::validate_batch).name()}) {
+  for (const std::string name :
+       {typeid(dcp::step_plan).name(), typeid(dcp::sample).name(),
+        typeid(dcp::DataCentricScheduler<>).name(), typeid(&dcp::validate_batch).name()}) {
     CAPTURE(name);
     CHECK(name.find(tag) != std::string::npos);
   }
@@ -53,7 +53,8 @@ TEST_CASE("Finding.04_dependency_expectations.optional_member_is_used_or_rejecte
   std::vector<dcp::sample> batch;
   for (std::uint64_t id = 0; id < 24; ++id)
     batch.push_back({id, static_cast<std::int64_t>(512 + 331 * id)});
-  const dcp::DataCentricScheduler<> plain(dcp::analytic_cost_model(dcp::models::llama3_8b(), cluster));
+  const dcp::DataCentricScheduler<> plain(
+      dcp::analytic_cost_model(dcp::models::llama3_8b(), cluster));
   const dcp::DataCentricScheduler<with_gradient_sync> synced(
       with_gradient_sync(dcp::models::llama3_8b(), cluster));
   const auto a = plain.plan(batch);

@@ -58,19 +58,6 @@ struct setting {
   int zero_stage;
 };
 
-const char* style_name(sequence_parallel sp) {
-  switch (sp) {
-    case sequence_parallel::ulysses:
-      return "ulysses";
-    case sequence_parallel::ring:
-      return "ring";
-    case sequence_parallel::hybrid:
-      return "hybrid";
-    default:
-      return "auto";
-  }
-}
-
 // Llama-3-8B on H100 and STDiT3-XL on H200; 1, 4 and 32 nodes of 8; every style; ZeRO-1 and,
 // for text, ZeRO-3.
 std::vector<setting> settings() {
@@ -80,11 +67,12 @@ std::vector<setting> settings() {
   for (const std::int64_t nodes : {1, 4, 32})
     for (const auto sp : styles) {
       for (const int zero : {1, 3})
-        out.push_back({"llama3-8b/" + std::to_string(8 * nodes) + "/" + style_name(sp) + "/z" +
-                           std::to_string(zero),
+        out.push_back({"llama3-8b/" + std::to_string(8 * nodes) + "/" + std::string(to_string(sp)) +
+                           "/z" + std::to_string(zero),
                        models::llama3_8b(), nodes, sp, zero});
-      out.push_back({"stdit3-xl/" + std::to_string(8 * nodes) + "/" + style_name(sp) + "/z1",
-                     models::stdit3_xl(), nodes, sp, 1});
+      out.push_back(
+          {"stdit3-xl/" + std::to_string(8 * nodes) + "/" + std::string(to_string(sp)) + "/z1",
+           models::stdit3_xl(), nodes, sp, 1});
     }
   return out;
 }

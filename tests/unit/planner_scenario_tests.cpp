@@ -23,8 +23,9 @@ namespace {
 /// per step, as the scenario matrix runs it.
 evaluation::scenario opensora(std::string_view gpu, std::string_view nodes, std::string_view sp) {
   const std::string tokens = std::to_string(std::stoll(std::string(nodes)) * 8 * 125'000);
-  const std::vector<std::string_view> args{"--model", "stdit3-xl", "--workload", "opensora", "--gpu", gpu,
-                                           "--nodes", nodes, "--sp", sp, "--tokens", tokens};
+  const std::vector<std::string_view> args{"--model", "stdit3-xl", "--workload", "opensora",
+                                           "--gpu",   gpu,         "--nodes",    nodes,
+                                           "--sp",    sp,          "--tokens",   tokens};
   return tool::sim_detail::make_scenarios(tool::parse_sim_arguments(args)).front();
 }
 
@@ -39,7 +40,8 @@ double mean_rank_seconds(const step_plan& plan) {
 }
 
 /// (tokens, degree) of every micro-step of `plan` that runs one sample of `batch`.
-std::vector<std::pair<std::int64_t, std::int64_t>> lone_samples(const step_plan& plan, std::span<const sample> batch) {
+std::vector<std::pair<std::int64_t, std::int64_t>> lone_samples(const step_plan& plan,
+                                                                std::span<const sample> batch) {
   std::map<std::uint64_t, std::int64_t> tokens;
   for (const auto& s : batch) tokens[s.id] = s.tokens;
   std::vector<std::pair<std::int64_t, std::int64_t>> out;

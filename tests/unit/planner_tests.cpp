@@ -1,8 +1,6 @@
 // What the planner's search finds, against the policies it must not lose to (under its own
 // cost model; the truth-model comparisons are dcp-sim's and bound_tests.cpp's).
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +8,8 @@
 #include <limits>
 #include <utility>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "dcp/baselines/flexsp_like.hpp"
 #include "dcp/baselines/megatron_dynamic_cp.hpp"
@@ -26,24 +26,26 @@ namespace {
 
 // One step's batch: documents drawn to `tokens` from `distribution`, split at `context`.
 template <class Distribution>
-std::vector<sample> split_batch(const Distribution& distribution, std::int64_t tokens, std::int64_t context,
-                                std::uint64_t seed) {
-  return workload::split_to_context(workload::draw_batch(distribution, tokens, seed), context).samples;
+std::vector<sample> split_batch(const Distribution& distribution, std::int64_t tokens,
+                                std::int64_t context, std::uint64_t seed) {
+  return workload::split_to_context(workload::draw_batch(distribution, tokens, seed), context)
+      .samples;
 }
 
 // The scheduler with another placement policy (a peer's) over the same cost model.
 template <class Policy>
 auto scheduler_with(const analytic_cost_model& cost, Policy policy = {}) {
-  return DataCentricScheduler<analytic_cost_model, varlen_buckets, DataCentricScheduler<>::recompute_type, Policy>(
-      cost, {}, {}, std::move(policy));
+  return DataCentricScheduler<analytic_cost_model, varlen_buckets,
+                              DataCentricScheduler<>::recompute_type, Policy>(cost, {}, {},
+                                                                              std::move(policy));
 }
 
 // The verl variant (verl-hybrid) over a cost model.
 auto verl_hybrid(const analytic_cost_model& cost) {
   baselines::verl_balanced_dp hybrid;
   hybrid.ulysses_degree = 1;
-  return DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, baselines::verl_balanced_dp>(
-      cost, {}, {}, hybrid);
+  return DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                              baselines::verl_balanced_dp>(cost, {}, {}, hybrid);
 }
 
 }  // namespace
@@ -56,7 +58,8 @@ TEST_CASE("Planner.LongContext.ahead_of_the_verl_variant_behind_a_world_sized_sa
   for (const std::int64_t nodes : {32, 128}) {
     training_spec training;
     training.sp = sequence_parallel::ring;
-    const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(nodes, gpus::h100_sxm()), training);
+    const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(nodes, gpus::h100_sxm()),
+                                   training);
     const DataCentricScheduler<> ours(cost);
     const auto verl = verl_hybrid(cost);
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
@@ -90,7 +93,9 @@ TEST_CASE("Planner.Bound.counts_each_samples_share_of_the_fixed_micro_step_cost"
   static_assert(!dcp::detail::memory_by_tokens<without_fixed_share>);
   const DataCentricScheduler<> ours(cost);
   const DataCentricScheduler<without_fixed_share> ours_plain(plain);
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, best_static_placement> fixed(cost);
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             best_static_placement>
+      fixed(cost);
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
     CAPTURE(seed);
     const auto batch = split_batch(workload::wikipedia(), 1'000'000, 65'536, seed);
@@ -108,9 +113,10 @@ namespace {
 // The exact optimum makespan of a small batch over every plan with aligned groups: each sample
 // goes to one aligned block of some degree, each block's samples are split into micro-batches
 // (any partition whose micro-batches fit the budget, each with the default recompute
-// strategy's setting for the union: a heavier one that also fits is never faster), in any order. Blocks of a power-of-two cluster form a tree, so a schedule can
-// never beat, and largest-block-first achieves, the busiest root-to-rank chain: the makespan of
-// an assignment is max over ranks of the summed micro-batch times of the blocks holding it.
+// strategy's setting for the union: a heavier one that also fits is never faster), in any order.
+// Blocks of a power-of-two cluster form a tree, so a schedule can never beat, and
+// largest-block-first achieves, the busiest root-to-rank chain: the makespan of an assignment is
+// max over ranks of the summed micro-batch times of the blocks holding it.
 double exhaustive_optimum(const analytic_cost_model& cost, const std::vector<sample>& batch) {
   const auto n = batch.size();
   const auto gpus = cost.cluster().gpus;
@@ -145,7 +151,8 @@ double exhaustive_optimum(const analytic_cost_model& cost, const std::vector<sam
   };
   std::vector<block> blocks;
   for (std::size_t k = 0; k < degrees.size(); ++k)
-    for (std::int64_t first = 0; first + degrees[k] <= gpus; first += degrees[k]) blocks.push_back({k, first});
+    for (std::int64_t first = 0; first + degrees[k] <= gpus; first += degrees[k])
+      blocks.push_back({k, first});
   std::vector<std::size_t> members(blocks.size(), 0);
   double optimum = none;
   const std::function<void(std::size_t)> assign = [&](std::size_t i) {
@@ -192,7 +199,8 @@ TEST_CASE("Planner.Optimum.within_2_percent_of_an_exhaustive_search_on_small_ins
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       const double u = static_cast<double>(state >> 11) * 0x1.0p-53;
       // Pareto-like: most a few thousand tokens, some tens of thousands, a few at 64K.
-      const auto tokens = static_cast<std::int64_t>(std::min(65536.0, 2000.0 / std::pow(1.0 - 0.999 * u, 1.1)));
+      const auto tokens =
+          static_cast<std::int64_t>(std::min(65536.0, 2000.0 / std::pow(1.0 - 0.999 * u, 1.1)));
       batch.push_back(text_sample(i, tokens));
     }
     const double optimum = exhaustive_optimum(cost, batch);
@@ -220,8 +228,9 @@ TEST_CASE("Planner.LongContext.crosses_nodes_together_only_when_that_is_faster")
   const DataCentricScheduler<> ours(cost);
   balanced_placement strict_options;
   strict_options.cross_nodes_when_faster = false;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_pyramid_recompute, balanced_placement> strict(
-      cost, {}, {}, strict_options);
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_pyramid_recompute,
+                             balanced_placement>
+      strict(cost, {}, {}, strict_options);
   const auto verl = verl_hybrid(cost);
   for (std::uint64_t seed = 1; seed <= 2; ++seed) {
     CAPTURE(seed);
@@ -248,12 +257,14 @@ TEST_CASE("Planner.Packing.fills_short_samples_at_selective_recomputation_where_
     batch.push_back(text_sample(i, 300 + static_cast<std::int64_t>((i * 7919) % 1200)));
   const auto samples = canonical_order(batch);
   const std::vector<std::int32_t> labels(samples.size(), 0);
-  const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{samples, labels, big, {}};
+  const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{
+      samples, labels, big, {}};
   const placement_input<analytic_cost_model, selective_pyramid_recompute> context(problem);
   CHECK(context.packing_setting(0).lightest == recompute_setting::none());
   CHECK(context.packing_setting(0).dense == recompute_setting::selective_only());
   const auto dense = DataCentricScheduler<>(big).plan(batch);
-  const auto plain = DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute>(big).plan(batch);
+  const auto plain =
+      DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute>(big).plan(batch);
   CHECK(dense.makespan_seconds < plain.makespan_seconds);
   // Every micro-batch run at selective recomputation needs it: it does not fit without.
   int selective = 0;
@@ -261,7 +272,8 @@ TEST_CASE("Planner.Packing.fills_short_samples_at_selective_recomputation_where_
     if (m.config.recompute != recompute_setting::selective_only()) continue;
     ++selective;
     micro_batch_shape shape;
-    for (const auto id : m.sample_ids) shape += micro_batch_shape::of(batch[static_cast<std::size_t>(id)]);
+    for (const auto id : m.sample_ids)
+      shape += micro_batch_shape::of(batch[static_cast<std::size_t>(id)]);
     auto none = m.config;
     none.recompute = recompute_setting::none();
     CHECK(big.peak_bytes(shape, none) > big.memory_budget());
@@ -269,13 +281,15 @@ TEST_CASE("Planner.Packing.fills_short_samples_at_selective_recomputation_where_
   CHECK(selective > 0);
 
   const analytic_cost_model small(models::llama3_8b(), hgx_cluster(4, gpus::h200_sxm()));
-  const placement_problem<analytic_cost_model, selective_pyramid_recompute> small_problem{samples, labels, small, {}};
+  const placement_problem<analytic_cost_model, selective_pyramid_recompute> small_problem{
+      samples, labels, small, {}};
   const placement_input<analytic_cost_model, selective_pyramid_recompute> small_context(
       small_problem);
   CHECK(small_context.packing_setting(0).dense == recompute_setting::none());
 }
 
-TEST_CASE("Planner.Sharing.long_and_short_samples_share_multi_gpu_micro_batches_where_that_is_faster") {
+TEST_CASE(
+    "Planner.Sharing.long_and_short_samples_share_multi_gpu_micro_batches_where_that_is_faster") {
   // Llama-3-8B on Wikipedia lengths, 32 x 8 H100, 8M tokens per step: long documents that get
   // one degree share their block's micro-batches, and short ones fill the room those leave,
   // so fewer micro-steps pay the fixed cost. Sharing only adds plans to choose from: never
@@ -286,15 +300,16 @@ TEST_CASE("Planner.Sharing.long_and_short_samples_share_multi_gpu_micro_batches_
   balanced_placement apart_options;
   apart_options.share_micro_batches = false;
   const DataCentricScheduler<> ours(cost);
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, DataCentricScheduler<>::recompute_type,
-                             balanced_placement>
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets,
+                             DataCentricScheduler<>::recompute_type, balanced_placement>
       apart(cost, {}, {}, apart_options);
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, DataCentricScheduler<>::recompute_type,
-                             baselines::flexsp_like>
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets,
+                             DataCentricScheduler<>::recompute_type, baselines::flexsp_like>
       flexsp(cost);
   const auto shared = [](const step_plan& p) {
-    return std::count_if(p.micro_steps.begin(), p.micro_steps.end(),
-                         [](const micro_step& m) { return m.degree() > 1 && m.sample_ids.size() > 1; });
+    return std::count_if(p.micro_steps.begin(), p.micro_steps.end(), [](const micro_step& m) {
+      return m.degree() > 1 && m.sample_ids.size() > 1;
+    });
   };
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     CAPTURE(seed);
@@ -303,7 +318,8 @@ TEST_CASE("Planner.Sharing.long_and_short_samples_share_multi_gpu_micro_batches_
     const auto apart_plan = apart.plan(batch);
     CHECK(plan.makespan_seconds <= apart_plan.makespan_seconds);
     CHECK(plan.makespan_seconds <= flexsp.plan(batch).makespan_seconds);
-    if (apart_plan.policy == "balanced") CHECK(shared(apart_plan) == 0);  // a static fallback shares
+    if (apart_plan.policy == "balanced")
+      CHECK(shared(apart_plan) == 0);  // a static fallback shares
     if (seed == 1) {
       CHECK(plan.makespan_seconds < apart_plan.makespan_seconds);
       CHECK(shared(plan) > 0);
@@ -327,17 +343,22 @@ TEST_CASE("Planner.Sharing.a_very_long_sample_keeps_its_degree_while_the_others_
   const DataCentricScheduler<> ours(cost);
   const auto flexsp = scheduler_with<baselines::flexsp_like>(cost);
   const auto batch = split_batch(workload::long_context_corpus(), 1'000'000, 524'288, 2);
-  REQUIRE(std::any_of(batch.begin(), batch.end(), [](const sample& s) { return s.tokens == 524'288; }));
+  REQUIRE(
+      std::any_of(batch.begin(), batch.end(), [](const sample& s) { return s.tokens == 524'288; }));
   const auto plan = ours.plan(batch);
   CHECK(plan.makespan_seconds <= 1.005 * flexsp.plan(batch).makespan_seconds);
   // The long document at 32; some group of 16 runs several samples in one micro-step.
-  const auto long_id = std::find_if(batch.begin(), batch.end(), [](const sample& s) { return s.tokens == 524'288; })->id;
-  const auto long_at_32 = std::any_of(plan.micro_steps.begin(), plan.micro_steps.end(), [&](const micro_step& m) {
-    return m.degree() == 32 && std::find(m.sample_ids.begin(), m.sample_ids.end(), long_id) != m.sample_ids.end();
-  });
-  const auto shared_at_16 = std::count_if(plan.micro_steps.begin(), plan.micro_steps.end(), [](const micro_step& m) {
-    return m.degree() == 16 && m.sample_ids.size() > 1;
-  });
+  const auto long_id = std::find_if(batch.begin(), batch.end(), [](const sample& s) {
+                         return s.tokens == 524'288;
+                       })->id;
+  const auto long_at_32 =
+      std::any_of(plan.micro_steps.begin(), plan.micro_steps.end(), [&](const micro_step& m) {
+        return m.degree() == 32 &&
+               std::find(m.sample_ids.begin(), m.sample_ids.end(), long_id) != m.sample_ids.end();
+      });
+  const auto shared_at_16 = std::count_if(
+      plan.micro_steps.begin(), plan.micro_steps.end(),
+      [](const micro_step& m) { return m.degree() == 16 && m.sample_ids.size() > 1; });
   CHECK(long_at_32);
   CHECK(shared_at_16 >= 2);
   balanced_placement without_crossings;
@@ -346,7 +367,8 @@ TEST_CASE("Planner.Sharing.a_very_long_sample_keeps_its_degree_while_the_others_
   CHECK(plan.makespan_seconds < strict.plan(batch).makespan_seconds);
 }
 
-TEST_CASE("Planner.Sharing.short_samples_fill_multi_gpu_micro_batches_past_longer_ones_that_do_not_fit") {
+TEST_CASE(
+    "Planner.Sharing.short_samples_fill_multi_gpu_micro_batches_past_longer_ones_that_do_not_fit") {
   // Qwen2.5-72B under ZeRO-3 on 32 H100, long SFT at 128K: a degree-2 micro-batch of a
   // 3,210-token document has room for some 1,000 tokens more, but the longest single-GPU
   // samples (about 2,000 tokens) do not fit beside it. The fill used to give up after eight
@@ -365,12 +387,13 @@ TEST_CASE("Planner.Sharing.short_samples_fill_multi_gpu_micro_batches_past_longe
   const auto plan = ours.plan(batch);
   CHECK(plan.makespan_seconds <= 1.001 * megatron.plan(batch).makespan_seconds);
   // Degree-2 micro-batches whose longest document is joined by a short (single-GPU) one.
-  const auto filled = std::count_if(plan.micro_steps.begin(), plan.micro_steps.end(), [&](const micro_step& m) {
-    if (m.degree() != 2 || m.sample_ids.size() < 2) return false;
-    return std::any_of(m.sample_ids.begin(), m.sample_ids.end(), [&](std::uint64_t id) {
-      return batch[static_cast<std::size_t>(id)].tokens <= 2'048;
-    });
-  });
+  const auto filled =
+      std::count_if(plan.micro_steps.begin(), plan.micro_steps.end(), [&](const micro_step& m) {
+        if (m.degree() != 2 || m.sample_ids.size() < 2) return false;
+        return std::any_of(m.sample_ids.begin(), m.sample_ids.end(), [&](std::uint64_t id) {
+          return batch[static_cast<std::size_t>(id)].tokens <= 2'048;
+        });
+      });
   CHECK(filled >= 8);
 }
 
@@ -447,11 +470,13 @@ TEST_CASE("Planner.StaticSearch.the_group_floor_never_skips_a_layout_that_beats_
        workload::draw_batch(workload::opensora_video_mix::videosys_benchmark(), 4'000'000, 5)}};
   int built = 0;
   for (const auto& [cost, batch] : cases) {
-    const auto model_name = cost.model().name;  // a lambda cannot capture a structured binding before Clang 16
+    const auto model_name =
+        cost.model().name;  // a lambda cannot capture a structured binding before Clang 16
     CAPTURE(model_name);
     const auto samples = canonical_order(batch);
     const auto labels = varlen_buckets{}.assign(samples);
-    const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{samples, labels, cost, {}};
+    const placement_problem<analytic_cost_model, selective_pyramid_recompute> problem{
+        samples, labels, cost, {}};
     const placement_input<analytic_cost_model, selective_pyramid_recompute> ctx(problem);
     for (std::size_t k = 0; k < ctx.degrees().size(); ++k) {
       CAPTURE(ctx.degree(k));

@@ -1,8 +1,6 @@
 // The planning-time data structures give the results of the plain algorithms they replace
 // (speed itself is measured in bench/planning_time.cpp, never asserted here).
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -10,12 +8,15 @@
 #include <utility>
 #include <vector>
 
-#include "../support/batches.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/detail/plan_workspace.hpp"
 #include "dcp/placement/detail/block_loads.hpp"
 #include "dcp/placement/detail/first_fit_index.hpp"
 #include "dcp/placement/detail/timeline.hpp"
+
+#include "../support/batches.hpp"
 
 using namespace dcp;
 
@@ -31,11 +32,13 @@ TEST_CASE("Placement.FirstFitIndex.matches_a_linear_scan") {
         index.push(free.back());
       } else {
         const auto bin = static_cast<std::size_t>(r.below(static_cast<std::int64_t>(free.size())));
-        free[bin] = r.below(5) == 0 ? -std::numeric_limits<double>::infinity() : r.uniform() * 100.0;
+        free[bin] =
+            r.below(5) == 0 ? -std::numeric_limits<double>::infinity() : r.uniform() * 100.0;
         index.set(bin, free[bin]);
       }
       REQUIRE(index.size() == free.size());
-      const auto from = static_cast<std::size_t>(r.below(static_cast<std::int64_t>(free.size()) + 1));
+      const auto from =
+          static_cast<std::size_t>(r.below(static_cast<std::int64_t>(free.size()) + 1));
       const double need = r.uniform() * 100.0;
       std::size_t expected = detail::first_fit_index::none;
       for (std::size_t b = from; b < free.size(); ++b)
@@ -98,26 +101,32 @@ TEST_CASE("Batch.CanonicalOrder.is_tokens_descending_then_id_ascending_by_either
     return batch;
   };
   std::mt19937_64 rng(11);
-  for (const std::int64_t range : {std::int64_t{1}, std::int64_t{50}, std::int64_t{5000}, std::int64_t{1} << 40}) {
-    for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{300}, std::size_t{70'000}}) {
+  for (const std::int64_t range :
+       {std::int64_t{1}, std::int64_t{50}, std::int64_t{5000}, std::int64_t{1} << 40}) {
+    for (const std::size_t n :
+         {std::size_t{1}, std::size_t{2}, std::size_t{300}, std::size_t{70'000}}) {
       CAPTURE(range);
       CAPTURE(n);
       std::vector<sample> batch;
       for (std::size_t i = 0; i < n; ++i) {
         sample s;
-        s.id = rng() % (1ULL << 62) * 4 + i % 4;  // distinct: i % 4 and distinct draws collide rarely
+        s.id =
+            rng() % (1ULL << 62) * 4 + i % 4;  // distinct: i % 4 and distinct draws collide rarely
         s.tokens = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(range));
         batch.push_back(s);
       }
-      std::sort(batch.begin(), batch.end(), [](const sample& a, const sample& b) { return a.id < b.id; });
-      batch.erase(std::unique(batch.begin(), batch.end(), [](const sample& a, const sample& b) { return a.id == b.id; }),
+      std::sort(batch.begin(), batch.end(),
+                [](const sample& a, const sample& b) { return a.id < b.id; });
+      batch.erase(std::unique(batch.begin(), batch.end(),
+                              [](const sample& a, const sample& b) { return a.id == b.id; }),
                   batch.end());
       std::shuffle(batch.begin(), batch.end(), rng);
       const auto got = canonical_order(batch);
       const auto want = reference(batch);
       REQUIRE(got.size() == want.size());
       bool same = true;
-      for (std::size_t i = 0; i < got.size(); ++i) same = same && got[i].id == want[i].id && got[i].tokens == want[i].tokens;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        same = same && got[i].id == want[i].id && got[i].tokens == want[i].tokens;
       CHECK(same);
     }
   }
@@ -160,7 +169,8 @@ TEST_CASE("Placement.Lpt.each_item_goes_to_the_least_loaded_slot_ties_to_the_low
   for (int trial = 0; trial < 300; ++trial) {
     items_t items;
     const auto count = rng() % 200;
-    for (std::size_t i = 0; i < count; ++i) items.emplace_back(static_cast<double>(1 + rng() % 4), i);
+    for (std::size_t i = 0; i < count; ++i)
+      items.emplace_back(static_cast<double>(1 + rng() % 4), i);
     dcp::detail::lpt_order(items);
     std::vector<double> loads(1 + rng() % 40);
     for (auto& l : loads) l = static_cast<double>(rng() % 3);
@@ -188,14 +198,16 @@ TEST_CASE("Placement.BlockLoads.matches_a_scan_of_rank_free_times") {
         double start = std::numeric_limits<double>::infinity();
         for (std::int64_t b = 0; b + degree <= gpus; b += degree) {
           double latest = 0;
-          for (auto k = b; k < b + degree; ++k) latest = std::max(latest, free[static_cast<std::size_t>(k)]);
+          for (auto k = b; k < b + degree; ++k)
+            latest = std::max(latest, free[static_cast<std::size_t>(k)]);
           if (latest < start) {
             start = latest;
             first = b;
           }
         }
         double idle = 0;
-        for (auto k = first; k < first + degree; ++k) idle += start - free[static_cast<std::size_t>(k)];
+        for (auto k = first; k < first + degree; ++k)
+          idle += start - free[static_cast<std::size_t>(k)];
         const auto slot = blocks.earliest(degree);
         REQUIRE(slot.first_rank == first);
         CHECK(slot.start == doctest::Approx(start));
@@ -203,7 +215,8 @@ TEST_CASE("Placement.BlockLoads.matches_a_scan_of_rank_free_times") {
         const double end = start + r.uniform() * 10.0;
         blocks.occupy(first, degree, end);
         for (auto k = first; k < first + degree; ++k) free[static_cast<std::size_t>(k)] = end;
-        for (std::int64_t k = 0; k < gpus; ++k) REQUIRE(blocks.free_at(k) == free[static_cast<std::size_t>(k)]);
+        for (std::int64_t k = 0; k < gpus; ++k)
+          REQUIRE(blocks.free_at(k) == free[static_cast<std::size_t>(k)]);
       }
     }
   }
@@ -225,7 +238,8 @@ TEST_CASE("Placement.Context.alone_is_each_samples_own_evaluation_whatever_its_r
   const auto batch = canonical_order(raw);
   const auto labels = varlen_buckets{}.assign(batch);
   const pyramid_recompute recompute;
-  const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost, recompute};
+  const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost,
+                                                                          recompute};
   const placement_input<analytic_cost_model, pyramid_recompute> ctx(problem);
   std::size_t runs = 0;
   for (std::size_t i = 0; i < ctx.size(); ++i) {
@@ -237,7 +251,8 @@ TEST_CASE("Placement.Context.alone_is_each_samples_own_evaluation_whatever_its_r
   REQUIRE(runs < ctx.size() - 1000);
   for (int read = 0; read < 20000; ++read) {
     const auto i = static_cast<std::size_t>(r.below(static_cast<std::int64_t>(ctx.size())));
-    const auto k = static_cast<std::size_t>(r.below(static_cast<std::int64_t>(ctx.degrees().size())));
+    const auto k =
+        static_cast<std::size_t>(r.below(static_cast<std::int64_t>(ctx.degrees().size())));
     const auto own = ctx.evaluate(ctx.shape(i), k);
     const auto& cached = ctx.alone(i, k);
     CAPTURE(i);
@@ -261,7 +276,8 @@ TEST_CASE("Placement.PackedEstimate.counts_a_sample_by_its_device_time_not_the_h
       text_sample(0, 200), text_sample(1, 400), text_sample(2, 800), text_sample(3, 60000)});
   const auto labels = varlen_buckets{}.assign(batch);
   const pyramid_recompute recompute;
-  const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost, recompute};
+  const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, labels, cost,
+                                                                          recompute};
   const placement_input<analytic_cost_model, pyramid_recompute> ctx(problem);
   const auto c = ctx.config(0);
   double previous = 0;
@@ -281,10 +297,11 @@ TEST_CASE("Placement.PackedEstimate.counts_a_sample_by_its_device_time_not_the_h
   }
 }
 
-TEST_CASE("Planner.Workspace.keeps_buffers_from_its_threshold_and_hands_out_the_smallest_that_holds") {
+TEST_CASE(
+    "Planner.Workspace.keeps_buffers_from_its_threshold_and_hands_out_the_smallest_that_holds") {
   detail::plan_workspace workspace(1000);
   CHECK(workspace.take<double>(10).capacity() == 0);  // nothing kept yet
-  std::vector<double> small(100);                       // 800 bytes: below the threshold
+  std::vector<double> small(100);                     // 800 bytes: below the threshold
   workspace.give(std::move(small));
   CHECK(workspace.kept_bytes() == 0);
   std::vector<double> a(200);

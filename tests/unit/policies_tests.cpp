@@ -1,18 +1,19 @@
 // Bucketing policies and recompute strategies.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <set>
 #include <vector>
 
-#include "../support/batches.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/dcp.hpp"
+
+#include "../support/batches.hpp"
 
 using namespace dcp;
 
 TEST_CASE("Bucketing.Log2.labels_by_power_of_two") {
-  const std::vector<sample> b{text_sample(0, 1), text_sample(1, 2), text_sample(2, 3),
+  const std::vector<sample> b{text_sample(0, 1),    text_sample(1, 2),    text_sample(2, 3),
                               text_sample(3, 1024), text_sample(4, 2047), text_sample(5, 2048)};
   CHECK(log2_buckets{}.assign(b) == std::vector<std::int32_t>{0, 1, 1, 10, 10, 11});
 }
@@ -187,10 +188,9 @@ TEST_CASE("Recompute.Strategies.choose_fitting_is_choose_with_its_peak_bytes") {
   // they must be the chosen setting's peak, and the setting choose()'s, for every strategy
   // (chosen_recompute forwarding to each), shapes that fit with nothing, with some and with none.
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
-  const std::vector<micro_batch_shape> shapes = {micro_batch_shape::of(text_sample(0, 1000)),
-                                                 micro_batch_shape::of(text_sample(0, 60000)),
-                                                 micro_batch_shape::of(text_sample(0, 150000)),
-                                                 micro_batch_shape::of(text_sample(0, 400000))};
+  const std::vector<micro_batch_shape> shapes = {
+      micro_batch_shape::of(text_sample(0, 1000)), micro_batch_shape::of(text_sample(0, 60000)),
+      micro_batch_shape::of(text_sample(0, 150000)), micro_batch_shape::of(text_sample(0, 400000))};
   int fitted = 0, refused = 0;
   for (const char* name : {"selective-pyramid", "pyramid", "selective", "full", "none"}) {
     const auto strategy = chosen_recompute::from_name(name);
@@ -226,7 +226,8 @@ TEST_CASE("Recompute.Chosen.behaves_as_the_named_strategy") {
                                                  micro_batch_shape::of(text_sample(0, 400000))};
   const auto same_as = [&](const chosen_recompute& chosen, const auto& strategy) {
     CHECK(chosen.name() == strategy.name());
-    for (const auto& s : shapes) CHECK(chosen.choose(cost, s, base) == strategy.choose(cost, s, base));
+    for (const auto& s : shapes)
+      CHECK(chosen.choose(cost, s, base) == strategy.choose(cost, s, base));
   };
   same_as(chosen_recompute{}, selective_pyramid_recompute{});
   same_as(chosen_recompute{}, DataCentricScheduler<>::recompute_type{});
@@ -238,7 +239,8 @@ TEST_CASE("Recompute.Chosen.behaves_as_the_named_strategy") {
   CHECK(chosen_recompute::from_name("full") == chosen_recompute(full_recompute{}));
   CHECK_FALSE(chosen_recompute::from_name("full") == chosen_recompute(no_recompute{}));
   CHECK_THROWS_WITH_AS((void)chosen_recompute::from_name("most"),
-                       "recompute = 'most': not a recompute strategy (known: selective-pyramid, pyramid, selective, full, "
+                       "recompute = 'most': not a recompute strategy (known: selective-pyramid, "
+                       "pyramid, selective, full, "
                        "none)",
                        invalid_spec);
   // One scheduler type over every strategy plans as the scheduler over that strategy.
@@ -263,7 +265,9 @@ TEST_CASE("Recompute.Chosen.names_the_strategy_when_full_recompute_would_fit") {
   } catch (const sample_does_not_fit& e) {
     message = e.what();
   }
-  CHECK(message.find("sample 7 (300000 tokens) does not fit under recompute strategy 'none'") != std::string::npos);
+  CHECK(message.find("sample 7 (300000 tokens) does not fit under recompute strategy 'none'") !=
+        std::string::npos);
   CHECK(message.find("without recomputation and") != std::string::npos);
-  CHECK(message.find("with full recompute, which this strategy does not choose") != std::string::npos);
+  CHECK(message.find("with full recompute, which this strategy does not choose") !=
+        std::string::npos);
 }

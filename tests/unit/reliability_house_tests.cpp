@@ -1,20 +1,21 @@
 // The reliability findings of the newcomer review (random library cases, fuzzers and hostile
 // command lines): each test is named after its finding and fails without its fix.
 
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "../support/batches.hpp"
-#include "../support/errors.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/plan/json.hpp"
 #include "dcp/plan/json_reader.hpp"
 #include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_model.hpp"
+
+#include "../support/batches.hpp"
+#include "../support/errors.hpp"
 
 using namespace dcp;
 using dcp::test::contains;
@@ -69,8 +70,10 @@ TEST_CASE("Finding.36e_loss_scales.wrong_scales_and_units_are_refused") {
       for (auto& m : plan.micro_steps) m.loss_scale = scale;
     };
   };
-  CHECK(contains(p.refusal(all_scales(0.0)), ".loss_scale = 0, must be its loss_units over the batch's"));
-  CHECK(contains(p.refusal(all_scales(1.0)), ".loss_scale = 1, must be its loss_units over the batch's"));
+  CHECK(contains(p.refusal(all_scales(0.0)),
+                 ".loss_scale = 0, must be its loss_units over the batch's"));
+  CHECK(contains(p.refusal(all_scales(1.0)),
+                 ".loss_scale = 1, must be its loss_units over the batch's"));
   const auto absent = p.refusal([](step_plan& plan) {
     for (auto& m : plan.micro_steps) m.loss_units = 0;  // to_json writes 0 as read when absent
   });
@@ -78,17 +81,18 @@ TEST_CASE("Finding.36e_loss_scales.wrong_scales_and_units_are_refused") {
   const auto doubled = p.refusal([](step_plan& plan) { plan.micro_steps[1].loss_units *= 2; });
   CHECK(contains(doubled, "micro_steps[1].loss_units = "));
   // A scale a little off its share (a plan that trains some samples slightly more) is refused.
-  const auto nudged = p.refusal([](step_plan& plan) { plan.micro_steps[1].loss_scale *= 1 + 1e-6; });
+  const auto nudged =
+      p.refusal([](step_plan& plan) { plan.micro_steps[1].loss_scale *= 1 + 1e-6; });
   CHECK(contains(nudged, "micro_steps[1].loss_scale = "));
   // Normalised by samples: every micro-step's units its sample count, scales their share.
   CHECK(p.refusal([](step_plan& plan) {
-           std::int64_t total = 0;
-           for (const auto& m : plan.micro_steps) total += static_cast<std::int64_t>(m.sample_ids.size());
-           for (auto& m : plan.micro_steps) {
-             m.loss_units = static_cast<std::int64_t>(m.sample_ids.size());
-             m.loss_scale = static_cast<double>(m.loss_units) / static_cast<double>(total);
-           }
-         }) == accepted);
+    std::int64_t total = 0;
+    for (const auto& m : plan.micro_steps) total += static_cast<std::int64_t>(m.sample_ids.size());
+    for (auto& m : plan.micro_steps) {
+      m.loss_units = static_cast<std::int64_t>(m.sample_ids.size());
+      m.loss_scale = static_cast<double>(m.loss_units) / static_cast<double>(total);
+    }
+  }) == accepted);
 }
 
 TEST_CASE("Finding.36e_loss_scales.sequence_numbers_are_zero_to_n_minus_one") {
@@ -103,8 +107,8 @@ namespace {
 // A one-layer model on one A100: recomputing its only layer keeps the layer's input and its
 // working set, more than the layer's activations, so a micro-step holds the most tokens with no
 // recomputation (the bound once took the capacity at every layer recomputed).
-model_spec one_layer(std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads, std::int64_t ffn,
-                     std::int64_t vocab) {
+model_spec one_layer(std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads,
+                     std::int64_t ffn, std::int64_t vocab) {
   model_spec m = models::llama3_8b();
   m.name = "one-layer";
   m.layers = 1;
@@ -129,11 +133,12 @@ TEST_CASE("Finding.36b_bound_above_makespan.one_layer_models_hold_most_without_r
   training_spec training;
   training.zero_stage = 0;
   const std::vector<std::int64_t> lengths{
-      210218, 4,      96179,  4855,   2,     661,     26412, 11,     477,    184892, 103,  142208,
-      3,      23058,  13510,  18562,  150958, 164630, 29804, 15387,  4,      355674, 14544, 147508,
-      2,      1202231, 1756,  354570, 13,    18,      974422, 30,    376,    615383, 108634, 340668,
-      1599814, 13,    130,    63,     328724, 6,      210389, 62851, 56,     2426,   57,   2917,
-      494,    8,      4,      376,    57,     1395,   187,   388,    10392, 111925, 10,   1867954};
+      210218, 4,      96179,  4855,   2,      661,     26412,   11,     477,   184892,
+      103,    142208, 3,      23058,  13510,  18562,   150958,  164630, 29804, 15387,
+      4,      355674, 14544,  147508, 2,      1202231, 1756,    354570, 13,    18,
+      974422, 30,     376,    615383, 108634, 340668,  1599814, 13,     130,   63,
+      328724, 6,      210389, 62851,  56,     2426,    57,      2917,   494,   8,
+      4,      376,    57,     1395,   187,    388,     10392,   111925, 10,    1867954};
   std::vector<sample> batch;
   for (std::size_t i = 0; i < lengths.size(); ++i) batch.push_back(text_sample(i, lengths[i]));
   const analytic_cost_model cost(one_layer(92, 4, 2, 221, 681), one_a100(), training);
@@ -152,14 +157,18 @@ TEST_CASE("Finding.36b_bound_above_makespan.one_layer_models_hold_most_without_r
     const auto kv = static_cast<std::int64_t>(1 + next(2));
     const auto heads = kv * static_cast<std::int64_t>(1 + next(2));
     const auto model = one_layer(heads * static_cast<std::int64_t>(4 + next(30)), heads, kv,
-                                 static_cast<std::int64_t>(16 + next(600)), static_cast<std::int64_t>(16 + next(1000)));
+                                 static_cast<std::int64_t>(16 + next(600)),
+                                 static_cast<std::int64_t>(16 + next(1000)));
     training.zero_stage = static_cast<int>(next(4));
     std::vector<sample> random;
     const auto n = 1 + next(100);
     for (std::uint64_t i = 0; i < n; ++i)
-      random.push_back(text_sample(i, 1 + static_cast<std::int64_t>(std::exp(std::log(2e6) * static_cast<double>(next(1u << 20)) / (1u << 20)))));
+      random.push_back(text_sample(
+          i, 1 + static_cast<std::int64_t>(
+                     std::exp(std::log(2e6) * static_cast<double>(next(1u << 20)) / (1u << 20)))));
     try {
-      const auto p = DataCentricScheduler<>(analytic_cost_model(model, one_a100(), training)).plan(random);
+      const auto p =
+          DataCentricScheduler<>(analytic_cost_model(model, one_a100(), training)).plan(random);
       if (p.lower_bound_seconds > p.makespan_seconds) ++violations;
     } catch (const sample_does_not_fit&) {
       continue;  // a sample no setting holds: no plan to bound
@@ -181,7 +190,8 @@ TEST_CASE("Finding.36f_hybrid_split.the_simulator_refuses_a_split_it_does_not_ru
   for (std::uint64_t i = 1; i < 200; ++i) batch.push_back(text_sample(i, 2000));
   const auto plan = DataCentricScheduler<>(cost).plan(batch);
   bool hybrid = false;
-  for (const auto& m : plan.micro_steps) hybrid = hybrid || m.config.sp == sequence_parallel::hybrid;
+  for (const auto& m : plan.micro_steps)
+    hybrid = hybrid || m.config.sp == sequence_parallel::hybrid;
   REQUIRE(hybrid);
   REQUIRE(plan.hybrid_ulysses_degree == 8);
   const sim::truth_model truth(models::llama3_8b(), cluster, training);

@@ -3,8 +3,6 @@
 // must be positive, efficiencies in (0, 1]) with messages that name the field, the value and the
 // limit; verl's workload and token arithmetic cannot overflow int64.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -12,12 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "../support/errors.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/baselines/megatron_dynamic_cp.hpp"
 #include "dcp/baselines/verl_balanced_dp.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/sim/simulator.hpp"
 #include "dcp/sim/truth_model.hpp"
+
+#include "../support/errors.hpp"
 
 using namespace dcp;
 
@@ -46,26 +47,35 @@ std::vector<truth_field> non_negative_truth_fields() {
   return {
       {"gemm_half_tokens", [](sim::truth_constants& k, double v) { k.gemm_half_tokens = v; }},
       {"nccl_base_latency", [](sim::truth_constants& k, double v) { k.nccl_base_latency = v; }},
-      {"nccl_nvlink_step_latency", [](sim::truth_constants& k, double v) { k.nccl_nvlink_step_latency = v; }},
-      {"nccl_network_step_latency", [](sim::truth_constants& k, double v) { k.nccl_network_step_latency = v; }},
-      {"kernel_launch_seconds", [](sim::truth_constants& k, double v) { k.kernel_launch_seconds = v; }},
-      {"forward_kernels_per_layer", [](sim::truth_constants& k, double v) { k.forward_kernels_per_layer = v; }},
+      {"nccl_nvlink_step_latency",
+       [](sim::truth_constants& k, double v) { k.nccl_nvlink_step_latency = v; }},
+      {"nccl_network_step_latency",
+       [](sim::truth_constants& k, double v) { k.nccl_network_step_latency = v; }},
+      {"kernel_launch_seconds",
+       [](sim::truth_constants& k, double v) { k.kernel_launch_seconds = v; }},
+      {"forward_kernels_per_layer",
+       [](sim::truth_constants& k, double v) { k.forward_kernels_per_layer = v; }},
       {"loss_kernels", [](sim::truth_constants& k, double v) { k.loss_kernels = v; }},
       {"framework_seconds", [](sim::truth_constants& k, double v) { k.framework_seconds = v; }},
       {"fragmentation", [](sim::truth_constants& k, double v) { k.fragmentation = v; }},
       {"cuda_context_bytes", [](sim::truth_constants& k, double v) { k.cuda_context_bytes = v; }},
       {"nccl_buffer_bytes", [](sim::truth_constants& k, double v) { k.nccl_buffer_bytes = v; }},
-      {"logits_bytes_per_entry", [](sim::truth_constants& k, double v) { k.logits_bytes_per_entry = v; }},
+      {"logits_bytes_per_entry",
+       [](sim::truth_constants& k, double v) { k.logits_bytes_per_entry = v; }},
   };
 }
 
 std::vector<truth_field> positive_truth_fields() {
   return {
-      {"fa3_reference_peak_flops", [](sim::truth_constants& k, double v) { k.fa3_reference_peak_flops = v; }},
-      {"nvls_allreduce_bandwidth", [](sim::truth_constants& k, double v) { k.nvls_allreduce_bandwidth = v; }},
+      {"fa3_reference_peak_flops",
+       [](sim::truth_constants& k, double v) { k.fa3_reference_peak_flops = v; }},
+      {"nvls_allreduce_bandwidth",
+       [](sim::truth_constants& k, double v) { k.nvls_allreduce_bandwidth = v; }},
       {"fa3_lengths[3]", [](sim::truth_constants& k, double v) { k.fa3_lengths[3] = v; }},
-      {"fa3_forward_tflops[0]", [](sim::truth_constants& k, double v) { k.fa3_forward_tflops[0] = v; }},
-      {"fa3_backward_tflops[5]", [](sim::truth_constants& k, double v) { k.fa3_backward_tflops[5] = v; }},
+      {"fa3_forward_tflops[0]",
+       [](sim::truth_constants& k, double v) { k.fa3_forward_tflops[0] = v; }},
+      {"fa3_backward_tflops[5]",
+       [](sim::truth_constants& k, double v) { k.fa3_backward_tflops[5] = v; }},
   };
 }
 
@@ -91,7 +101,8 @@ std::vector<sample> text_batch(std::size_t n, std::int64_t tokens) {
 /// The first rank of the micro-step that holds sample index `index`, or -1.
 std::int64_t rank_of(const placement& placed, std::size_t index) {
   for (const auto& m : placed.micro_steps)
-    if (std::find(m.samples.begin(), m.samples.end(), index) != m.samples.end()) return m.first_rank;
+    if (std::find(m.samples.begin(), m.samples.end(), index) != m.samples.end())
+      return m.first_rank;
   return -1;
 }
 
@@ -100,7 +111,8 @@ placement place_with(const Policy& policy, const std::vector<sample>& batch) {
   const analytic_cost_model cost(models::llama3_8b(), lab_node());
   const pyramid_recompute recompute;
   const std::vector<std::int32_t> buckets(batch.size(), 0);
-  const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, buckets, cost, recompute};
+  const placement_problem<analytic_cost_model, pyramid_recompute> problem{batch, buckets, cost,
+                                                                          recompute};
   return policy.place(placement_input<analytic_cost_model, pyramid_recompute>(problem));
 }
 
@@ -149,10 +161,12 @@ TEST_CASE("Finding.09_specs.truth_constants_messages_give_value_and_limit") {
   CHECK(truth_message(k) == "truth constants: fragmentation = -1e-09, must be finite and >= 0");
   k = {};
   k.nccl_nvlink_step_latency = -3.4e-6;
-  CHECK(truth_message(k) == "truth constants: nccl_nvlink_step_latency = -3.4e-06, must be finite and >= 0");
+  CHECK(truth_message(k) ==
+        "truth constants: nccl_nvlink_step_latency = -3.4e-06, must be finite and >= 0");
   k = {};
   k.nvls_allreduce_bandwidth = 0;
-  CHECK(truth_message(k) == "truth constants: nvls_allreduce_bandwidth = 0, must be finite and > 0");
+  CHECK(truth_message(k) ==
+        "truth constants: nvls_allreduce_bandwidth = 0, must be finite and > 0");
   k = {};
   k.fa3_lengths[2] = 0;
   CHECK(truth_message(k) == "truth constants: fa3_lengths[2] = 0, must be finite and > 0");
@@ -190,7 +204,9 @@ TEST_CASE("Finding.09_specs.truth_constants_efficiencies_in_zero_one") {
   fast.fa3_forward_tflops[4] = 1200;
   const auto message = truth_message(fast);
   CAPTURE(message);
-  CHECK(contains(message, "fa3_forward_tflops[4] = 1200 TFLOP/s, must be at most fa3_reference_peak_flops = 989.4"));
+  CHECK(contains(
+      message,
+      "fa3_forward_tflops[4] = 1200 TFLOP/s, must be at most fa3_reference_peak_flops = 989.4"));
   // Every point below the peak, but the fit extrapolates past it (eta_max = 1.36).
   sim::truth_constants steep;
   steep.fa3_backward_tflops = {120, 230, 420, 650, 850, 980};

@@ -1,10 +1,10 @@
 // Finding 08 for the plan's own vocabulary: a micro-step read from elsewhere may hold any values
 // until validate_plan has checked it, so its helpers must not overflow on them.
 
-#include <doctest/doctest.h>
-
 #include <cstdint>
 #include <limits>
+
+#include <doctest/doctest.h>
 
 #include "dcp/plan/step_plan.hpp"
 

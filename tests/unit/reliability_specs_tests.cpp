@@ -1,8 +1,6 @@
 // Findings 08 and 09: arithmetic on user values never overflows silently (it throws a dcp::error
 // naming the field, the value and the limit), and every field of every spec is validated.
 
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,11 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "../support/errors.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/runtime/executor.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/runtime/in_process.hpp"
+
+#include "../support/errors.hpp"
 
 using namespace dcp;
 
@@ -53,7 +54,9 @@ struct custom_cost {
   training_spec training_override = inner.training();
   double budget = inner.memory_budget();
 
-  double seconds(const micro_batch_shape& s, const execution_config& c) const { return inner.seconds(s, c); }
+  double seconds(const micro_batch_shape& s, const execution_config& c) const {
+    return inner.seconds(s, c);
+  }
   double peak_bytes(const micro_batch_shape& s, const execution_config& c) const {
     return inner.peak_bytes(s, c);
   }
@@ -90,7 +93,8 @@ TEST_CASE("Finding.08_overflow.run_step_throws_for_a_micro_step_outside_the_worl
   four.gpus_per_node = 4;
   const DataCentricScheduler<> scheduler(analytic_cost_model(models::llama3_8b(), four));
   std::vector<sample> batch;
-  for (std::uint64_t id = 0; id < 16; ++id) batch.push_back(text_sample(id, 2000 + 100 * static_cast<std::int64_t>(id)));
+  for (std::uint64_t id = 0; id < 16; ++id)
+    batch.push_back(text_sample(id, 2000 + 100 * static_cast<std::int64_t>(id)));
   step_plan plan = scheduler.plan(batch);
   REQUIRE(plan.micro_steps.size() >= 2);
   auto& bad = plan.micro_steps[1];
@@ -261,11 +265,13 @@ TEST_CASE("Finding.09_specs.analytic_constants_fixed_costs_and_loss_chunk") {
 
   k = {};
   k.step_overhead_seconds = nan_value;
-  CHECK(contains(analytic_message(models::llama3_8b(), one_node(), {}, k), "step_overhead_seconds = nan"));
+  CHECK(contains(analytic_message(models::llama3_8b(), one_node(), {}, k),
+                 "step_overhead_seconds = nan"));
 
   k = {};
   k.logits_bytes_per_entry = -6;
-  CHECK(contains(analytic_message(models::llama3_8b(), one_node(), {}, k), "logits_bytes_per_entry = -6"));
+  CHECK(contains(analytic_message(models::llama3_8b(), one_node(), {}, k),
+                 "logits_bytes_per_entry = -6"));
 
   k = {};
   k.loss_chunk_tokens = 0;
@@ -341,7 +347,8 @@ TEST_CASE("Finding.09_specs.training_nan_headroom_and_negative_runtime_reserve")
 
   t = {};
   t.runtime_reserve_bytes = nan_value;
-  CHECK(contains(analytic_message(models::llama3_8b(), one_node(), t), "runtime_reserve_bytes = nan"));
+  CHECK(contains(analytic_message(models::llama3_8b(), one_node(), t),
+                 "runtime_reserve_bytes = nan"));
 
   t = {};
   t.runtime_reserve_bytes = 200.0 * gib;  // more than the whole budget of an H200

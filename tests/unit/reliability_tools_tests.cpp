@@ -24,8 +24,8 @@
 #include "dcp/plan/json_reader.hpp"
 #include "dcp/plan/match_batch.hpp"
 #include "dcp/workload/loaders.hpp"
-#include "../support/errors.hpp"
 
+#include "../support/errors.hpp"
 #include "../support/tool_runs.hpp"
 
 namespace w = dcp::workload;
@@ -151,11 +151,13 @@ std::vector<dcp::sample> text_batch(const std::vector<std::int64_t>& lengths) {
 // Two long samples and short ones on 16 H100: planned as more than one micro-step, whose token
 // counts change when the lengths are reversed (with one micro-step holding the whole batch, as
 // the same batch without the 65,536-token sample gets, any order would match).
-const std::vector<std::int64_t> some_lengths = {98304, 65536, 16384, 8000, 4000, 3000, 2000, 1000, 1000,
-                                                800,   600,   500,   500,  400,  300,  200,  100};
+const std::vector<std::int64_t> some_lengths = {98304, 65536, 16384, 8000, 4000, 3000,
+                                                2000,  1000,  1000,  800,  600,  500,
+                                                500,   400,   300,   200,  100};
 
 dcp::analytic_cost_model two_h100_nodes() {
-  return dcp::analytic_cost_model(dcp::models::llama3_8b(), dcp::hgx_cluster(2, dcp::gpus::h100_sxm()));
+  return dcp::analytic_cost_model(dcp::models::llama3_8b(),
+                                  dcp::hgx_cluster(2, dcp::gpus::h100_sxm()));
 }
 
 }  // namespace
@@ -184,7 +186,8 @@ TEST_CASE("Finding.10_plan_matches_batch.a_plan_for_the_reversed_batch_is_refuse
   CHECK(contains(message, "micro-steps state other tokens than their samples have in the batch"));
   // The first mismatch is named with its samples and both token counts.
   CHECK(contains(message, "micro_steps[0] (sample"));
-  CHECK(contains(message, ": " + std::to_string(plan.micro_steps[0].tokens) + " tokens in the plan, "));
+  CHECK(contains(message,
+                 ": " + std::to_string(plan.micro_steps[0].tokens) + " tokens in the plan, "));
   CHECK(contains(message, " of " + std::to_string(plan.micro_steps.size()) + " micro-steps"));
   CHECK_THROWS_AS(dcp::check_plan_matches_batch(plan, stated, reversed), dcp::invalid_plan);
 }
@@ -202,7 +205,9 @@ TEST_CASE("Finding.10_plan_matches_batch.ids_on_either_side_only_are_counted") {
   CAPTURE(message);
   CHECK(contains(message, "17 sample ids of the plan not in the batch ("));
   CHECK(contains(message, ", ... (17 in all)"));
-  CHECK(contains(message, "17 of the batch's 17 samples in no micro-step (100, 101, 102, 103, 104, ... (17 in all))"));
+  CHECK(contains(
+      message,
+      "17 of the batch's 17 samples in no micro-step (100, 101, 102, 103, 104, ... (17 in all))"));
   // Without stated tokens (an older or hand-written plan) only the ids are compared.
   const std::vector<std::optional<std::int64_t>> none;
   auto reversed_lengths = some_lengths;
@@ -244,11 +249,13 @@ TEST_CASE("Finding.11_tools.dcp_sim_refuses_an_empty_file_like_dcp_plan") {
   const temp_file empty("empty.txt", "# only a comment\n\n");
   const auto sim = run_sim({"--file", empty.path(), "--nodes", "1", "--policies", "dcp"});
   CHECK(sim.status == 1);
-  CHECK(contains(sim.err, empty.path() + ": no sample lengths (expected one positive integer per line)"));
+  CHECK(contains(sim.err,
+                 empty.path() + ": no sample lengths (expected one positive integer per line)"));
   CHECK(sim.out.empty());
   const auto plan = run_plan({empty.path()});
   CHECK(plan.status == 1);
-  CHECK(contains(plan.err, empty.path() + ": no sample lengths (expected one positive integer per line)"));
+  CHECK(contains(plan.err,
+                 empty.path() + ": no sample lengths (expected one positive integer per line)"));
   const temp_file csv("empty.csv", "frames,height,width\n");
   const auto video = run_sim({"--file", csv.path(), "--video-csv", "--model", "stdit3-xl"});
   CHECK(video.status == 1);
@@ -265,7 +272,7 @@ TEST_CASE("Finding.11_tools.an_unwritable_stdout_is_an_error_in_both_tools") {
 
   const temp_file lengths("write.txt", lengths_text({3000, 2000, 100}));
   const std::string path = lengths.path();
-  const std::vector<std::string_view> sim_args = {"--file", path, "--nodes", "1",
+  const std::vector<std::string_view> sim_args = {"--file",     path,  "--nodes", "1",
                                                   "--policies", "dcp", "--steps", "1"};
   std::ostream full_again(&buffer);
   err.str("");
@@ -307,7 +314,8 @@ TEST_CASE("Finding.11_tools.dcp_sim_reports_out_of_memory_and_guards_huge_splits
   CHECK(contains(sim.err, "--context = 1 would cut the batch into more than 20000000 samples"));
   const auto drawn = run_sim({"--tokens", "1000000000", "--context", "1"});
   CHECK(drawn.status == 2);
-  CHECK(contains(drawn.err, "--context = 1 would cut 1000000000 tokens into more than 20000000 samples"));
+  CHECK(contains(drawn.err,
+                 "--context = 1 would cut 1000000000 tokens into more than 20000000 samples"));
 }
 
 TEST_CASE("Finding.11_tools.padding_optimal_bounds_K_and_its_table") {
@@ -320,14 +328,16 @@ TEST_CASE("Finding.11_tools.padding_optimal_bounds_K_and_its_table") {
   // 40,000 distinct lengths: K = 4096 would need 1.6 x 10^8 split points; refused, naming K,
   // the lengths and the limit.
   std::vector<dcp::sample> batch;
-  for (std::uint64_t i = 0; i < 40'000; ++i) batch.push_back(dcp::text_sample(i, static_cast<std::int64_t>(i) + 1));
+  for (std::uint64_t i = 0; i < 40'000; ++i)
+    batch.push_back(dcp::text_sample(i, static_cast<std::int64_t>(i) + 1));
   const auto table = message_of([&] { (void)padding_optimal_buckets(4096).assign(batch); });
   CAPTURE(table);
   CHECK(contains(table, "buckets (K) = 4096 over 40000 distinct lengths"));
   CHECK(contains(table, "limit 67108864; use K <= 1677"));
   // K at least the distinct lengths: every length its own bucket, no table at all.
   std::vector<dcp::sample> few;
-  for (std::uint64_t i = 0; i < 300; ++i) few.push_back(dcp::text_sample(i, static_cast<std::int64_t>(i % 50) * 7 + 1));
+  for (std::uint64_t i = 0; i < 300; ++i)
+    few.push_back(dcp::text_sample(i, static_cast<std::int64_t>(i % 50) * 7 + 1));
   const auto bounds = padding_optimal_buckets(4096).boundaries(few);
   CHECK(bounds.size() == 50);
   CHECK(bounds == padding_optimal_buckets(50).boundaries(few));
@@ -345,16 +355,21 @@ TEST_CASE("Finding.11_tools.padding_optimal_bounds_K_and_its_table") {
 
 TEST_CASE("Finding.11_tools.seed_beyond_64_bits_is_out_of_range") {
   const auto message = usage_message({"--seed", "18446744073709551616"});
-  CHECK(contains(message, "--seed = 18446744073709551616 is out of range, must be in [0, 18446744073709551615]"));
-  CHECK(contains(usage_message({"--seed", "-1"}), "--seed = -1 is out of range, must be in [0, 18446744073709551615]"));
-  CHECK(dcp::tool::parse_sim_arguments(std::vector<std::string_view>{"--seed", "18446744073709551615"}).seed ==
-        18446744073709551615ull);
+  CHECK(contains(
+      message,
+      "--seed = 18446744073709551616 is out of range, must be in [0, 18446744073709551615]"));
+  CHECK(contains(usage_message({"--seed", "-1"}),
+                 "--seed = -1 is out of range, must be in [0, 18446744073709551615]"));
+  CHECK(dcp::tool::parse_sim_arguments(
+            std::vector<std::string_view>{"--seed", "18446744073709551615"})
+            .seed == 18446744073709551615ull);
   const auto plan = run_plan({"--seed", "18446744073709551616"});
   CHECK(plan.status == 2);
   CHECK(contains(plan.err, "is out of range, must be in [0, 18446744073709551615]"));
   // In the type's range but outside the flag's: the limit, as before.
   CHECK(contains(usage_message({"--steps", "0"}), "--steps = 0, must be in [1, 100000]"));
-  CHECK(contains(usage_message({"--steps", "99999999999999999999"}), "--steps = 99999999999999999999 is out of range, must be in [1, 100000]"));
+  CHECK(contains(usage_message({"--steps", "99999999999999999999"}),
+                 "--steps = 99999999999999999999 is out of range, must be in [1, 100000]"));
 }
 
 namespace {
@@ -422,15 +437,16 @@ TEST_CASE("Finding.11_tools.summary_tables_size_columns_to_content") {
 TEST_CASE("Tools.Sim.a_run_of_a_few_policies_reproduces_their_rows_of_the_full_run") {
   // Each policy's simulated noise mixes in its place in the full list, so `--policies` picks rows
   // of the full run rather than drawing new noise; a policy named twice gets a second draw.
-  const std::vector<std::string_view> args{"--model", "llama3-8b", "--workload", "wikipedia", "--nodes", "1",
-                                           "--tokens", "250000", "--steps", "2"};
+  const std::vector<std::string_view> args{"--model", "llama3-8b", "--workload", "wikipedia",
+                                           "--nodes", "1",         "--tokens",   "250000",
+                                           "--steps", "2"};
   const auto options = dcp::tool::parse_sim_arguments(args);
   const auto scenarios = dcp::tool::sim_detail::make_scenarios(options);
   REQUIRE(!scenarios.empty());
   const auto& sc = scenarios.front();
   const auto full = dcp::evaluation::run(sc, dcp::tool::sim_detail::make_policies(sc, {}));
-  const auto few =
-      dcp::evaluation::run(sc, dcp::tool::sim_detail::make_policies(sc, {"flexsp", "dcp-calibrated", "dcp", "flexsp"}));
+  const auto few = dcp::evaluation::run(
+      sc, dcp::tool::sim_detail::make_policies(sc, {"flexsp", "dcp-calibrated", "dcp", "flexsp"}));
   const auto row = [&](const std::string& name) {
     for (const auto& p : full.policies)
       if (p.name == name) return p;
@@ -452,15 +468,17 @@ TEST_CASE("Tools.Sim.a_run_of_a_few_policies_reproduces_their_rows_of_the_full_r
 TEST_CASE("Tools.Sim.a_policys_noise_follows_its_name_not_its_place_in_the_list") {
   // The same scheduler under two names, in either order and alone: each name keeps its row, and
   // the two names draw different noise over the same plans.
-  const std::vector<std::string_view> args{"--model", "llama3-8b", "--workload", "wikipedia", "--nodes", "1",
-                                           "--tokens", "250000", "--steps", "2"};
+  const std::vector<std::string_view> args{"--model", "llama3-8b", "--workload", "wikipedia",
+                                           "--nodes", "1",         "--tokens",   "250000",
+                                           "--steps", "2"};
   const auto options = dcp::tool::parse_sim_arguments(args);
   const auto sc = dcp::tool::sim_detail::make_scenarios(options).front();
   const dcp::analytic_cost_model cost(sc.model, sc.cluster, sc.training);
   const auto entry = [&](std::string name) {
     const auto scheduler = std::make_shared<dcp::DataCentricScheduler<>>(cost);
-    return dcp::evaluation::policy_entry{std::move(name),
-                                         [scheduler](std::span<const dcp::sample> b) { return scheduler->plan(b); }};
+    return dcp::evaluation::policy_entry{
+        std::move(name),
+        [scheduler](std::span<const dcp::sample> b) { return scheduler->plan(b); }};
   };
   const auto alone = dcp::evaluation::run(sc, {entry("b")});
   const auto ab = dcp::evaluation::run(sc, {entry("a"), entry("b")});
@@ -495,11 +513,15 @@ TEST_CASE("Finding.36h_limits.a_directory_as_input_names_the_directory") {
 }
 
 TEST_CASE("Finding.36h_limits.nul_bytes_and_a_byte_order_mark_are_shown_in_messages") {
-  const temp_file nul("nul.txt", std::string("12\n3\0" "4x\n", 7));
+  const temp_file nul("nul.txt", std::string("12\n3\0"
+                                             "4x\n",
+                                             7));
   const auto sim = run_sim({"--file", nul.path(), "--nodes", "1", "--policies", "dcp"});
   CHECK(sim.status == 1);
   CHECK(contains(sim.err, "'3\\x004x' is not a positive integer"));
-  const temp_file bom("bom.txt", "\xEF\xBB\xBF" "12\n");
+  const temp_file bom("bom.txt",
+                      "\xEF\xBB\xBF"
+                      "12\n");
   const auto with_bom = run_sim({"--file", bom.path(), "--nodes", "1", "--policies", "dcp"});
   CHECK(with_bom.status == 1);
   CHECK(contains(with_bom.err, "'\\ufeff12' is not a positive integer"));
@@ -510,7 +532,8 @@ TEST_CASE("Finding.36h_limits.a_file_of_too_many_samples_is_refused_at_its_line"
   // Not 67M lines on disk: the check the readers make before every sample.
   const auto limit = dcp::workload::detail::max_samples_per_file;
   CHECK_NOTHROW(dcp::workload::detail::check_sample_count(limit - 1, "big.txt", 9));
-  const auto msg = message_of([&] { dcp::workload::detail::check_sample_count(limit, "big.txt", 70000000); });
+  const auto msg =
+      message_of([&] { dcp::workload::detail::check_sample_count(limit, "big.txt", 70000000); });
   CHECK(contains(msg, "big.txt:70000000: more than 67108864 samples"));
 }
 
@@ -525,8 +548,8 @@ TEST_CASE("Finding.36h_limits.empty_policy_lists_and_video_on_a_text_model_are_u
 }
 
 TEST_CASE("Finding.36h_limits.a_ratio_to_a_policy_that_did_not_run_reads_a_dash") {
-  const auto sim = run_sim({"--model", "llama3-8b", "--nodes", "1", "--tokens", "200000", "--steps", "1",
-                            "--policies", "dcp,static"});
+  const auto sim = run_sim({"--model", "llama3-8b", "--nodes", "1", "--tokens", "200000", "--steps",
+                            "1", "--policies", "dcp,static"});
   REQUIRE(sim.status == 0);
   CHECK(!contains(sim.out, "0.00x"));
 }

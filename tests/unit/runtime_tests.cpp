@@ -1,8 +1,6 @@
 // The runtime's pure-C++ foundation: the in-process communicator against the conformance checks,
 // the group cache, plan agreement and run_step, including their faults.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,9 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "../support/batches.hpp"
-#include "../support/plans.hpp"
-#include "../support/errors.hpp"
+#include <doctest/doctest.h>
+
 #include "dcp/dcp.hpp"
 #include "dcp/runtime/communicator.hpp"
 #include "dcp/runtime/executor.hpp"
@@ -25,6 +22,10 @@
 #include "dcp/runtime/in_process.hpp"
 #include "dcp/runtime/plan_agreement.hpp"
 #include "dcp/testing/communicator_conformance.hpp"
+
+#include "../support/batches.hpp"
+#include "../support/errors.hpp"
+#include "../support/plans.hpp"
 
 using namespace dcp;
 
@@ -42,7 +43,9 @@ struct test_adapter {
 
   int rank() const noexcept { return inner.rank(); }
   int size() const noexcept { return inner.size(); }
-  std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) { return inner.all_gather(mine); }
+  std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) {
+    return inner.all_gather(mine);
+  }
   std::optional<in_process_communicator> split(int color, int key) {
     if (fail_split) throw comm_error("ncclCommSplit", 5, "simulated invalid usage");
     ++splits;
@@ -119,7 +122,9 @@ TEST_CASE("Runtime.InProcess.passes_conformance") {
   for (const int n : {1, 2, 3, 4, 8}) {
     CAPTURE(n);
     collected failures;
-    run_ranks(n, [&](in_process_communicator& comm) { failures.add_all(dcp::testing::check_communicator(comm)); });
+    run_ranks(n, [&](in_process_communicator& comm) {
+      failures.add_all(dcp::testing::check_communicator(comm));
+    });
     CHECK_MESSAGE(failures.lines.empty(), failures.text());
   }
 }
@@ -161,7 +166,8 @@ TEST_CASE("Runtime.GroupCache.aligned_groups_have_the_right_members") {
     group_cache<in_process_communicator> cache(comm);
     cache.warm_up(8);
     if (cache.entries() != 4 || cache.groups_in_world() != 15)
-      failures.add("rank " + std::to_string(comm.rank()) + ": entries " + std::to_string(cache.entries()));
+      failures.add("rank " + std::to_string(comm.rank()) + ": entries " +
+                   std::to_string(cache.entries()));
     for (std::int64_t degree = 1; degree <= 8; degree *= 2) {
       const auto first = comm.rank() / degree * degree;
       auto& group = cache.group(first, degree);
@@ -188,7 +194,8 @@ TEST_CASE("Runtime.GroupCache.lookup_reuses_the_group_and_creates_lazily") {
     cache.group(comm.rank(), 1);  // a second degree: one more split
     cache.group(first4, 4);
     if (!same || adapter.splits != 2 || cache.entries() != 2 || cache.groups_in_world() != 2 + 8)
-      failures.add("rank " + std::to_string(comm.rank()) + ": splits " + std::to_string(adapter.splits));
+      failures.add("rank " + std::to_string(comm.rank()) + ": splits " +
+                   std::to_string(adapter.splits));
   });
   CHECK_MESSAGE(failures.lines.empty(), failures.text());
 }
@@ -232,10 +239,12 @@ TEST_CASE("Runtime.GroupCache.outside_a_world_that_is_not_a_power_of_two") {
     cache.warm_up(4);  // degrees 1, 2, 4: group [4, 8) does not fit, ranks 4 and 5 opt out
     const auto rank = comm.rank();
     if (rank < 4) {
-      if (cache.group(0, 4).world_ranks() != std::vector<int>{0, 1, 2, 3}) failures.add("wrong group of 4");
+      if (cache.group(0, 4).world_ranks() != std::vector<int>{0, 1, 2, 3})
+        failures.add("wrong group of 4");
     } else {
       const auto msg = message_of([&] { cache.group(4, 4); });
-      if (!contains(msg, "lie outside the world of 6 ranks")) failures.add("rank " + std::to_string(rank) + ": " + msg);
+      if (!contains(msg, "lie outside the world of 6 ranks"))
+        failures.add("rank " + std::to_string(rank) + ": " + msg);
     }
     if (cache.group(rank / 2 * 2, 2).size() != 2) failures.add("wrong group of 2");
   });
@@ -269,13 +278,16 @@ TEST_CASE("Runtime.GroupCache.failed_split_names_call_and_code_and_registers_not
       failures.add("no error");
     } catch (const comm_error& e) {
       const std::string msg = e.what();
-      if (e.call() != "ncclCommSplit" || e.code() != 5 || !contains(msg, "ncclCommSplit failed with code 5") ||
-          !contains(msg, "degree 2") || !contains(msg, "simulated invalid usage"))
+      if (e.call() != "ncclCommSplit" || e.code() != 5 ||
+          !contains(msg, "ncclCommSplit failed with code 5") || !contains(msg, "degree 2") ||
+          !contains(msg, "simulated invalid usage"))
         failures.add("rank " + std::to_string(comm.rank()) + ": " + msg);
     }
-    if (cache.contains(2) || cache.entries() != 1) failures.add("half-registered after a failed split");
+    if (cache.contains(2) || cache.entries() != 1)
+      failures.add("half-registered after a failed split");
     adapter.fail_split = false;  // the cache still works once the backend does
-    if (cache.group(comm.rank() / 2 * 2, 2).size() != 2 || cache.entries() != 2) failures.add("no recovery");
+    if (cache.group(comm.rank() / 2 * 2, 2).size() != 2 || cache.entries() != 2)
+      failures.add("no recovery");
   });
   CHECK_MESSAGE(failures.lines.empty(), failures.text());
 }
@@ -286,7 +298,8 @@ TEST_CASE("Runtime.Agreement.same_plan_passes") {
   const auto& plan = plan_on_8_gpus();
   collected failures;
   run_ranks(8, [&](in_process_communicator& comm) {
-    if (agree_on_plan(comm, plan) != plan.fingerprint) failures.add("fingerprint differs from the plan's");
+    if (agree_on_plan(comm, plan) != plan.fingerprint)
+      failures.add("fingerprint differs from the plan's");
   });
   CHECK_MESSAGE(failures.lines.empty(), failures.text());
 }
@@ -304,16 +317,21 @@ TEST_CASE("Runtime.Agreement.mismatch_names_the_ranks") {
   REQUIRE(messages.lines.size() == 8);
   for (const auto& msg : messages.lines) {
     CAPTURE(msg);
-    CHECK(contains(msg, "ranks 0, 2, 4, 5, 6 and 7 planned fingerprint " + detail::hex64(plan.fingerprint)));
-    CHECK(contains(msg, "ranks 1 and 3 planned fingerprint " + detail::hex64(compute_fingerprint(other))));
+    CHECK(contains(
+        msg, "ranks 0, 2, 4, 5, 6 and 7 planned fingerprint " + detail::hex64(plan.fingerprint)));
+    CHECK(contains(
+        msg, "ranks 1 and 3 planned fingerprint " + detail::hex64(compute_fingerprint(other))));
   }
 }
 
 TEST_CASE("Runtime.Agreement.plan_for_another_world_size") {
   const auto& plan = plan_on_8_gpus();
   collected messages;
-  run_ranks(4, [&](in_process_communicator& comm) { messages.add(message_of([&] { agree_on_plan(comm, plan); })); });
-  for (const auto& msg : messages.lines) CHECK(contains(msg, "gpus = 8 run on a communicator of 4 ranks"));
+  run_ranks(4, [&](in_process_communicator& comm) {
+    messages.add(message_of([&] { agree_on_plan(comm, plan); }));
+  });
+  for (const auto& msg : messages.lines)
+    CHECK(contains(msg, "gpus = 8 run on a communicator of 4 ranks"));
 }
 
 // ---- run_step ----------------------------------------------------------------------------------
@@ -335,7 +353,8 @@ TEST_CASE("Runtime.RunStep.walks_micro_steps_in_plan_order") {
     const auto mine = plan.steps_of(comm.rank());
     const auto where = "rank " + std::to_string(comm.rank()) + ": ";
     if (reports.size() != mine.size() || executor.calls.size() != mine.size()) {
-      failures.add(where + "ran " + std::to_string(executor.calls.size()) + " of " + std::to_string(mine.size()));
+      failures.add(where + "ran " + std::to_string(executor.calls.size()) + " of " +
+                   std::to_string(mine.size()));
       return;
     }
     for (std::size_t i = 0; i < mine.size(); ++i) {
@@ -433,9 +452,11 @@ struct hybrid_recorder {
     plain.push_back(m.sequence);
     return {};
   }
-  execution_report run(const micro_step& m, hybrid_groups<in_process_communicator> g, recompute_setting, double) {
+  execution_report run(const micro_step& m, hybrid_groups<in_process_communicator> g,
+                       recompute_setting, double) {
     const std::int64_t mine[1] = {g.whole.world_rank()};
-    hybrid.push_back({m.sequence, g.whole.all_gather(mine), g.ulysses.all_gather(mine), g.ring.all_gather(mine)});
+    hybrid.push_back({m.sequence, g.whole.all_gather(mine), g.ulysses.all_gather(mine),
+                      g.ring.all_gather(mine)});
     return {};
   }
 };
@@ -453,7 +474,8 @@ TEST_CASE("Runtime.RunStep.hybrid_micro_steps_get_their_ulysses_and_ring_sub_gro
     const auto reports = run_step(comm, cache, plan, executor);
     const auto rank = static_cast<std::int64_t>(comm.rank());
     const auto where = "rank " + std::to_string(rank) + ": ";
-    if (reports.size() != (rank < 4 ? 3u : 2u)) failures.add(where + "ran " + std::to_string(reports.size()));
+    if (reports.size() != (rank < 4 ? 3u : 2u))
+      failures.add(where + "ran " + std::to_string(reports.size()));
     if (executor.hybrid.size() != 2) {
       failures.add(where + std::to_string(executor.hybrid.size()) + " hybrid calls");
       return;
@@ -493,12 +515,13 @@ TEST_CASE("Runtime.RunStep.hybrid_plan_refused_by_an_executor_without_sub_groups
     split.add(message_of([&] { (void)run_step(comm, cache, bad, executor); }));
   });
   REQUIRE(split.lines.size() == 8);
-  for (const auto& m : split.lines) CHECK(contains(m, "plan.hybrid_ulysses_degree = 8, must be a power of two in [2, degree)"));
+  for (const auto& m : split.lines)
+    CHECK(contains(m, "plan.hybrid_ulysses_degree = 8, must be a power of two in [2, degree)"));
   // validate_plan names it too.
   std::vector<sample> batch;
   for (std::uint64_t id = 0; id < 3; ++id) batch.push_back(text_sample(id, 1000));
-  CHECK_THROWS_WITH_AS(validate_plan(bad, batch, 8), doctest::Contains("with plan.hybrid_ulysses_degree = 8"),
-                       invalid_plan);
+  CHECK_THROWS_WITH_AS(validate_plan(bad, batch, 8),
+                       doctest::Contains("with plan.hybrid_ulysses_degree = 8"), invalid_plan);
   auto good = hybrid_plan();
   CHECK_NOTHROW(validate_plan(good, batch, 8));
 }
@@ -512,7 +535,8 @@ TEST_CASE("Runtime.RunStep.executor_failure_names_rank_and_micro_step") {
   std::int64_t throw_at = -1;
   for (std::size_t i = 1; i < rank1.size() && throw_at < 0; ++i)
     if (plan.micro_steps[rank1[i]].degree() == 1) throw_at = static_cast<std::int64_t>(i);
-  if (throw_at < 0 && plan.micro_steps[rank1.back()].degree() == 1) throw_at = static_cast<std::int64_t>(rank1.size()) - 1;
+  if (throw_at < 0 && plan.micro_steps[rank1.back()].degree() == 1)
+    throw_at = static_cast<std::int64_t>(rank1.size()) - 1;
   REQUIRE_MESSAGE(throw_at >= 0, "rank 1 runs no micro-step alone after its first");
   const auto failing = plan.micro_steps[rank1[static_cast<std::size_t>(throw_at)]];
 

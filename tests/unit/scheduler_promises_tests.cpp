@@ -1,14 +1,15 @@
 // The promises of docs/planner.md ("The promises and their tests") as property tests over
 // seeded heavy-tailed batches.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <vector>
 
+#include <doctest/doctest.h>
+
+#include "dcp/dcp.hpp"
+
 #include "../support/batches.hpp"
 #include "../support/promises.hpp"
-#include "dcp/dcp.hpp"
 
 using namespace dcp;
 using dcp::test::check_promises;
@@ -33,12 +34,29 @@ TEST_CASE("Scheduler.Promises.hold_over_1000_heavy_tailed_batches") {
       {models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()), {}},
       {models::llama3_8b(), hgx_cluster(2, gpus::h100_sxm()), {}},
       {models::qwen25_7b(), hgx_cluster(4, gpus::h200_sxm()), {}},
-      {models::llama3_8b(), [] { auto c = hgx_cluster(2, gpus::h200_sxm()); return c; }(),
-       [] { training_spec t; t.sp = sequence_parallel::ring; t.zero_stage = 3; return t; }()},
+      {models::llama3_8b(),
+       [] {
+         auto c = hgx_cluster(2, gpus::h200_sxm());
+         return c;
+       }(),
+       [] {
+         training_spec t;
+         t.sp = sequence_parallel::ring;
+         t.zero_stage = 3;
+         return t;
+       }()},
       {models::llama3_70b(), hgx_cluster(4, gpus::h200_sxm()),
-       [] { training_spec t; t.zero_stage = 3; return t; }()},
+       [] {
+         training_spec t;
+         t.zero_stage = 3;
+         return t;
+       }()},
       {models::llama3_8b(), hgx_cluster(2, gpus::h200_sxm()),
-       [] { training_spec t; t.normalise_by = loss_normalisation::samples; return t; }()},
+       [] {
+         training_spec t;
+         t.normalise_by = loss_normalisation::samples;
+         return t;
+       }()},
   };
   int planned = 0;
   for (std::uint64_t seed = 1; seed <= 1000; ++seed) {
@@ -98,8 +116,9 @@ TEST_CASE("Scheduler.Promises.groups_cross_nodes_only_when_needed") {
   const DataCentricScheduler<> scheduler(cost);
   balanced_placement strict_options;
   strict_options.cross_nodes_when_faster = false;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, DataCentricScheduler<>::recompute_type, balanced_placement> strict(
-      cost, {}, {}, strict_options);
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets,
+                             DataCentricScheduler<>::recompute_type, balanced_placement>
+      strict(cost, {}, {}, strict_options);
   int together = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     CAPTURE(seed);
@@ -114,7 +133,8 @@ TEST_CASE("Scheduler.Promises.groups_cross_nodes_only_when_needed") {
       // ones in its room); the group is needed when one of them needs it.
       bool group_needed = false;
       for (const auto id : m.sample_ids) {
-        const auto it = std::find_if(batch.begin(), batch.end(), [&](const sample& s) { return s.id == id; });
+        const auto it =
+            std::find_if(batch.begin(), batch.end(), [&](const sample& s) { return s.id == id; });
         const auto shape = micro_batch_shape::of(*it);
         // Needed: nothing fits inside a node, or the fastest in-node option, started when the
         // group starts, would end after the step, or every in-node option takes more
@@ -133,11 +153,13 @@ TEST_CASE("Scheduler.Promises.groups_cross_nodes_only_when_needed") {
           }
         }
         auto crossing = m.config;
-        const auto r = DataCentricScheduler<>::recompute_type{}.choose(cost, shape, execution_config{m.degree(), m.config.sp, {}});
+        const auto r = DataCentricScheduler<>::recompute_type{}.choose(
+            cost, shape, execution_config{m.degree(), m.config.sp, {}});
         REQUIRE(r.has_value());
         crossing.recompute = *r;
         const bool ends_late = m.start_seconds + fastest_intra > plan.makespan_seconds;
-        const bool saves_work = static_cast<double>(m.degree()) * cost.seconds(shape, crossing) < cheapest_intra;
+        const bool saves_work =
+            static_cast<double>(m.degree()) * cost.seconds(shape, crossing) < cheapest_intra;
         if (ends_late || saves_work) group_needed = true;
       }
       if (!group_needed) each_needed = false;
@@ -166,7 +188,8 @@ TEST_CASE("Scheduler.Dynamic.uses_several_degrees_for_a_lopsided_batch") {
   // One 60K sequence among many short ones: the long one needs a group, the short ones do not.
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
   std::vector<sample> batch{text_sample(0, 60000)};
-  for (std::uint64_t i = 1; i <= 200; ++i) batch.push_back(text_sample(i, 300 + 7 * static_cast<std::int64_t>(i)));
+  for (std::uint64_t i = 1; i <= 200; ++i)
+    batch.push_back(text_sample(i, 300 + 7 * static_cast<std::int64_t>(i)));
   const auto plan = DataCentricScheduler<>(cost).plan(batch);
   std::int64_t max_degree = 0, min_degree = 1 << 20;
   for (const auto& m : plan.micro_steps) {
@@ -179,7 +202,8 @@ TEST_CASE("Scheduler.Dynamic.uses_several_degrees_for_a_lopsided_batch") {
   // With the exact search the plan itself reports the best static layout.
   balanced_placement exact;
   exact.exact_best_static = true;
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, DataCentricScheduler<>::recompute_type, balanced_placement>
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets,
+                             DataCentricScheduler<>::recompute_type, balanced_placement>
       reporting(cost, {}, {}, exact);
   CHECK(reporting.plan(batch).best_static_seconds == doctest::Approx(best_static_of(cost, batch)));
 }

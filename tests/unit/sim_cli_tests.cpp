@@ -1,10 +1,10 @@
 // dcp-sim's command line.
 
-#include <doctest/doctest.h>
-
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "../../tools/dcp_sim_cli.hpp"
 
@@ -37,8 +37,9 @@ TEST_CASE("Tool.SimCli.defaults_are_the_documented_comparison") {
 }
 
 TEST_CASE("Tool.SimCli.flags_are_read_in_both_spellings") {
-  const auto o = parse_sim({"--model", "stdit3-xl", "--steps=7", "--policies", "dcp,static", "--json",
-                        "--out", "figs", "--tokens", "5000", "--seed=9", "--sp", "ring", "--zero", "3"});
+  const auto o =
+      parse_sim({"--model", "stdit3-xl", "--steps=7", "--policies", "dcp,static", "--json", "--out",
+                 "figs", "--tokens", "5000", "--seed=9", "--sp", "ring", "--zero", "3"});
   CHECK(o.model == "stdit3-xl");
   CHECK(o.model_given);
   CHECK(o.steps == 7);

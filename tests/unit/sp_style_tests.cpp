@@ -3,12 +3,12 @@
 // style under which the planner chooses ulysses, ring or hybrid per micro-batch, the bound over
 // every style, and dcp-sim's comparison of ours against each peer's best fixed style.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "dcp/dcp.hpp"
 #include "dcp/plan/json.hpp"
@@ -24,8 +24,10 @@ using namespace dcp;
 
 namespace {
 
-std::vector<sample> long_context_batch(std::int64_t tokens, std::int64_t context, std::uint64_t seed) {
-  return workload::split_to_context(workload::draw_batch(workload::long_context_corpus(), tokens, seed), context)
+std::vector<sample> long_context_batch(std::int64_t tokens, std::int64_t context,
+                                       std::uint64_t seed) {
+  return workload::split_to_context(
+             workload::draw_batch(workload::long_context_corpus(), tokens, seed), context)
       .samples;
 }
 
@@ -71,9 +73,12 @@ TEST_CASE("Style.Spec.hybrid_splits_into_a_node_local_ulysses_group_and_a_ring")
   const auto llama = models::llama3_8b();
   CHECK(styles_at(sp::automatic, 1, llama, cluster) == std::vector{sp::ulysses});
   CHECK(styles_at(sp::automatic, 8, llama, cluster) == std::vector{sp::ulysses, sp::ring});
-  CHECK(styles_at(sp::automatic, 16, llama, cluster) == std::vector{sp::ulysses, sp::ring, sp::hybrid});
-  CHECK(styles_at(sp::automatic, 64, llama, cluster) == std::vector{sp::ring, sp::hybrid});  // 64 > 32 heads
-  CHECK(styles_at(sp::hybrid, 8, llama, cluster) == std::vector{sp::ulysses});   // a node: plain Ulysses
+  CHECK(styles_at(sp::automatic, 16, llama, cluster) ==
+        std::vector{sp::ulysses, sp::ring, sp::hybrid});
+  CHECK(styles_at(sp::automatic, 64, llama, cluster) ==
+        std::vector{sp::ring, sp::hybrid});  // 64 > 32 heads
+  CHECK(styles_at(sp::hybrid, 8, llama, cluster) ==
+        std::vector{sp::ulysses});  // a node: plain Ulysses
   CHECK(styles_at(sp::hybrid, 64, llama, cluster) == std::vector{sp::hybrid});
   CHECK(styles_at(sp::ulysses, 64, llama, cluster).empty());
   CHECK(styles_at(sp::ring, 64, llama, cluster) == std::vector{sp::ring});
@@ -83,7 +88,8 @@ TEST_CASE("Style.Spec.hybrid_splits_into_a_node_local_ulysses_group_and_a_ring")
   // Validation names what is wrong.
   CHECK_NOTHROW(validate(execution_config{64, sp::hybrid, {}}, llama, cluster));
   CHECK_THROWS_WITH_AS(validate(execution_config{8, sp::hybrid, {}}, llama, cluster),
-                       doctest::Contains("hybrid degree = 8 splits into Ulysses 8 x ring 1"), invalid_spec);
+                       doctest::Contains("hybrid degree = 8 splits into Ulysses 8 x ring 1"),
+                       invalid_spec);
   CHECK_THROWS_WITH_AS(validate(execution_config{8, sp::automatic, {}}, llama, cluster),
                        doctest::Contains("auto is a training-level choice"), invalid_spec);
   CHECK_NOTHROW(with_style(sp::automatic).validate(cluster));
@@ -96,14 +102,17 @@ TEST_CASE("Style.Cost.hybrid_passes_fewer_ring_bytes_and_kernels_than_a_ring_of_
   // A hybrid of d = u x r GPUs runs a ring of r: (r-1)/(d-1) of the ring's steps, each as large;
   // its all-to-alls stay on NVLink. Both models.
   const auto cluster = hgx_cluster(8, gpus::h100_sxm());
-  const analytic_cost_model analytic(models::llama3_8b(), cluster, with_style(sequence_parallel::automatic));
-  const sim::truth_model truth(models::llama3_8b(), cluster, with_style(sequence_parallel::automatic));
+  const analytic_cost_model analytic(models::llama3_8b(), cluster,
+                                     with_style(sequence_parallel::automatic));
+  const sim::truth_model truth(models::llama3_8b(), cluster,
+                               with_style(sequence_parallel::automatic));
   const auto s = micro_batch_shape::of(text_sample(0, 524'288));
   for (std::int64_t d : {16, 32, 64}) {
     CAPTURE(d);
     const execution_config ring{d, sequence_parallel::ring, recompute_setting::full(32)};
     const execution_config hybrid{d, sequence_parallel::hybrid, recompute_setting::full(32)};
-    const execution_config ulysses{std::min<std::int64_t>(d, 32), sequence_parallel::ulysses, recompute_setting::full(32)};
+    const execution_config ulysses{std::min<std::int64_t>(d, 32), sequence_parallel::ulysses,
+                                   recompute_setting::full(32)};
     CHECK(analytic.ring_degree(hybrid) == d / 8);
     CHECK(analytic.ulysses_degree(hybrid) == 8);
     CHECK(analytic.kernels(hybrid) < analytic.kernels(ring));
@@ -118,21 +127,25 @@ TEST_CASE("Style.Cost.hybrid_passes_fewer_ring_bytes_and_kernels_than_a_ring_of_
   }
 }
 
-TEST_CASE("Style.Planner.auto_runs_the_2m_batch_that_ulysses_cannot_hold_choosing_per_micro_batch") {
+TEST_CASE(
+    "Style.Planner.auto_runs_the_2m_batch_that_ulysses_cannot_hold_choosing_per_micro_batch") {
   // Issue 10: at 2M context on 256 H100 a 1.28M-token sample needs 81.7 GiB at Ulysses' largest
   // degree (32, the head count); the hybrid style spreads it over 64 GPUs, Ulysses in the node.
   // Choosing per micro-batch, the plan runs more than one style.
   const auto cluster = hgx_cluster(32, gpus::h100_sxm());
   const auto batch = long_context_batch(8'000'000, 2'097'152, 1);
-  const analytic_cost_model ulysses(models::llama3_8b(), cluster, with_style(sequence_parallel::ulysses));
+  const analytic_cost_model ulysses(models::llama3_8b(), cluster,
+                                    with_style(sequence_parallel::ulysses));
   CHECK_THROWS_AS((void)DataCentricScheduler<>(ulysses).plan(batch), sample_does_not_fit);
-  const analytic_cost_model automatic(models::llama3_8b(), cluster, with_style(sequence_parallel::automatic));
+  const analytic_cost_model automatic(models::llama3_8b(), cluster,
+                                      with_style(sequence_parallel::automatic));
   auto plan = DataCentricScheduler<>(automatic).plan(batch);
   validate_plan(plan, batch, cluster.gpus);
   std::vector<sequence_parallel> used;
   for (const auto& m : plan.micro_steps) {
     CHECK_NOTHROW(validate(m.config, automatic.model(), automatic.cluster()));
-    if (m.degree() > 1 && std::find(used.begin(), used.end(), m.config.sp) == used.end()) used.push_back(m.config.sp);
+    if (m.degree() > 1 && std::find(used.begin(), used.end(), m.config.sp) == used.end())
+      used.push_back(m.config.sp);
   }
   CHECK(std::find(used.begin(), used.end(), sequence_parallel::hybrid) != used.end());
   CHECK(used.size() >= 2);
@@ -140,7 +153,8 @@ TEST_CASE("Style.Planner.auto_runs_the_2m_batch_that_ulysses_cannot_hold_choosin
   // The plan's JSON names each micro-step's style and reads back the same.
   const auto back = read_plan_json(to_json(plan), "plan.json");
   REQUIRE(back.micro_steps.size() == plan.micro_steps.size());
-  for (std::size_t i = 0; i < plan.micro_steps.size(); ++i) CHECK(back.micro_steps[i].config == plan.micro_steps[i].config);
+  for (std::size_t i = 0; i < plan.micro_steps.size(); ++i)
+    CHECK(back.micro_steps[i].config == plan.micro_steps[i].config);
   // The runtime's split of every hybrid group: Ulysses over the node, ring across.
   CHECK(plan.hybrid_ulysses_degree == 8);
   CHECK(back.hybrid_ulysses_degree == 8);
@@ -164,13 +178,15 @@ TEST_CASE("Style.Planner.auto_is_never_slower_than_the_best_static_layout_of_any
       const auto batch = long_context_batch(8'000'000, context, seed);
       auto plan = DataCentricScheduler<>(analytic_cost_model(model, cluster, training)).plan(batch);
       validate_plan(plan, batch, cluster.gpus);
-      for (const auto style : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
+      for (const auto style :
+           {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
         const std::string name(to_string(style));
         CAPTURE(name);
         auto one_style = training;
         one_style.sp = style;
-        const auto best = DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_pyramid_recompute,
-                                               best_static_placement>(analytic_cost_model(model, cluster, one_style))
+        const auto best = DataCentricScheduler<analytic_cost_model, varlen_buckets,
+                                               selective_pyramid_recompute, best_static_placement>(
+                              analytic_cost_model(model, cluster, one_style))
                               .plan(batch);
         CHECK(plan.makespan_seconds <= best.makespan_seconds * (1 + 1e-12));
       }
@@ -183,7 +199,8 @@ TEST_CASE("Style.Bound.the_automatic_bound_is_at_most_every_fixed_styles_bound")
   // so it is never above the bound of any one style (by construction; this checks the code).
   const auto cluster = hgx_cluster(4, gpus::h100_sxm());
   const auto batch = long_context_batch(2'000'000, 131'072, 3);
-  const sim::truth_model automatic(models::llama3_8b(), cluster, with_style(sequence_parallel::automatic));
+  const sim::truth_model automatic(models::llama3_8b(), cluster,
+                                   with_style(sequence_parallel::automatic));
   const double bound = sim::truth_lower_bound_seconds(batch, automatic);
   CHECK(bound > 0);
   for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid}) {
@@ -212,7 +229,8 @@ TEST_CASE("Style.Bound.never_exceeds_any_policy_under_any_style_on_the_noise_fre
       CAPTURE(sp);
       CAPTURE(p.name);
       const auto plan = p.plan(batch);
-      const auto result = sim::simulate(plan, batch, sim::truth_model(s.model, s.cluster, s.training), noise_free);
+      const auto result =
+          sim::simulate(plan, batch, sim::truth_model(s.model, s.cluster, s.training), noise_free);
       if (result.oom_events > 0) continue;
       CHECK(bound <= result.makespan_seconds * (1 + 1e-9));
       ++checked;
@@ -223,7 +241,8 @@ TEST_CASE("Style.Bound.never_exceeds_any_policy_under_any_style_on_the_noise_fre
 
 TEST_CASE("Style.Sim.auto_compares_ours_with_each_policy_at_its_best_fixed_style") {
   const auto sc = long_context_128k_auto(2);
-  const auto result = tool::sim_detail::run_policies(sc, {"dcp", "static", "verl-hybrid", "megatron-dcp"});
+  const auto result =
+      tool::sim_detail::run_policies(sc, {"dcp", "static", "verl-hybrid", "megatron-dcp"});
   REQUIRE(result.policies.size() == 5);
   CHECK(result.policies[0].name == "dcp");
   CHECK(result.policies[1].name == "dcp-fixed-style");
@@ -231,9 +250,11 @@ TEST_CASE("Style.Sim.auto_compares_ours_with_each_policy_at_its_best_fixed_style
   for (const auto& p : result.policies) {
     CAPTURE(p.name);
     CHECK(p.steps.size() == 2);
-    if (p.name != "dcp") CHECK(p.note.find("best") != std::string::npos);  // names the style it kept
+    if (p.name != "dcp")
+      CHECK(p.note.find("best") != std::string::npos);  // names the style it kept
     // Every row is bounded by the same automatic bound.
-    for (std::size_t t = 0; t < p.steps.size(); ++t) CHECK(p.steps[t].bound_seconds == ours.steps[t].bound_seconds);
+    for (std::size_t t = 0; t < p.steps.size(); ++t)
+      CHECK(p.steps[t].bound_seconds == ours.steps[t].bound_seconds);
     CHECK(p.gap_to_bound >= -1e-9);
   }
   // A row's fixed style is the best of the three, noise free, for that policy.
@@ -242,6 +263,7 @@ TEST_CASE("Style.Sim.auto_compares_ours_with_each_policy_at_its_best_fixed_style
     auto s = sc;
     s.training.sp = sp;
     const auto single = evaluation::run(s, tool::sim_detail::make_policies(s, {"dcp"}));
-    CHECK(single.policies.front().noise_free_tokens_per_s <= fixed->noise_free_tokens_per_s * (1 + 1e-12));
+    CHECK(single.policies.front().noise_free_tokens_per_s <=
+          fixed->noise_free_tokens_per_s * (1 + 1e-12));
   }
 }

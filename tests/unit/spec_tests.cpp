@@ -1,8 +1,8 @@
 // Vocabulary: presets match the published parameter counts; value types print and compare.
 
-#include <doctest/doctest.h>
-
 #include <sstream>
+
+#include <doctest/doctest.h>
 
 #include "dcp/dcp.hpp"
 

@@ -4,8 +4,6 @@
 // Megatron's fixed-CP dp_balanced packing (baselines/megatron_dp_balanced.hpp) and the
 // published-protocol fidelity scenarios (evaluation/fidelity.hpp, dcp-sim --fidelity).
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -18,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "dcp/baselines/baselines.hpp"
 #include "dcp/dcp.hpp"
 #include "dcp/evaluation/fidelity.hpp"
@@ -26,6 +26,7 @@
 #include "dcp/workload/batch.hpp"
 #include "dcp/workload/loaders.hpp"
 #include "dcp/workload/video_mix.hpp"
+
 #include "../support/tool_runs.hpp"
 
 using namespace dcp;
@@ -110,8 +111,8 @@ TEST_CASE("Baselines.UserStatic.megatron_style_is_one_degree_in_context_windows_
   const std::vector<sample> kinds = tool::sim_detail::sample_kinds_of("wikipedia", context);
   for (auto granularity : {recompute_granularity::full, recompute_granularity::selective}) {
     CAPTURE(to_string(granularity));
-    const auto chosen = megatron_user_layout(model, cluster, training_spec{}, kinds, granularity, 1'000'000,
-                                             truth_peak(truth), truth.capacity_bytes());
+    const auto chosen = megatron_user_layout(model, cluster, training_spec{}, kinds, granularity,
+                                             1'000'000, truth_peak(truth), truth.capacity_bytes());
     const auto& layout = chosen.layout;
     CHECK(layout.seq_length == context);
     // No data-parallel group without a window: GPUs / CP windows of 64K fit in 1M tokens.
@@ -123,27 +124,30 @@ TEST_CASE("Baselines.UserStatic.megatron_style_is_one_degree_in_context_windows_
           truth.capacity_bytes());
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
       CAPTURE(seed);
-      const auto run = check_plan(model, cluster, layout, wikipedia_batch(seed), layout.context_parallel_size,
-                                  context, setting);
+      const auto run = check_plan(model, cluster, layout, wikipedia_batch(seed),
+                                  layout.context_parallel_size, context, setting);
       CHECK(run.oom_events == 0);
     }
   }
 }
 
-TEST_CASE("Baselines.UserStatic.ulysses_style_is_one_degree_in_token_budget_batches_within_memory") {
+TEST_CASE(
+    "Baselines.UserStatic.ulysses_style_is_one_degree_in_token_budget_batches_within_memory") {
   const auto model = models::llama3_8b();
   const auto cluster = hgx_cluster(4, gpus::h200_sxm());
   const sim::truth_model truth(model, cluster, training_spec{});
   const auto kinds = tool::sim_detail::sample_kinds_of("wikipedia", context);
-  const auto chosen =
-      ulysses_user_layout(model, cluster, training_spec{}, kinds, 1'000'000, truth_peak(truth), truth.capacity_bytes());
+  const auto chosen = ulysses_user_layout(model, cluster, training_spec{}, kinds, 1'000'000,
+                                          truth_peak(truth), truth.capacity_bytes());
   const auto& layout = chosen.layout;
-  CHECK(layout.tokens_per_rank * layout.sequence_parallel_size >= context);  // the longest sample fits
+  CHECK(layout.tokens_per_rank * layout.sequence_parallel_size >=
+        context);  // the longest sample fits
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     CAPTURE(seed);
-    const auto run = check_plan(model, cluster, layout, wikipedia_batch(seed), layout.sequence_parallel_size,
-                                layout.tokens_per_rank * layout.sequence_parallel_size,
-                                recompute_setting::full(model.layers));
+    const auto run =
+        check_plan(model, cluster, layout, wikipedia_batch(seed), layout.sequence_parallel_size,
+                   layout.tokens_per_rank * layout.sequence_parallel_size,
+                   recompute_setting::full(model.layers));
     CHECK(run.oom_events == 0);
   }
 }
@@ -155,18 +159,19 @@ TEST_CASE("Baselines.UserStatic.video_windows_hold_one_grid_and_stay_within_memo
   const auto kinds = tool::sim_detail::sample_kinds_of("opensora", context);
   std::int64_t longest = 0;
   for (const auto& k : kinds) longest = std::max(longest, k.tokens);
-  const auto megatron = megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::full,
-                                             4'000'000, truth_peak(truth), truth.capacity_bytes())
-                            .layout;
-  const auto ulysses =
-      ulysses_user_layout(model, cluster, training_spec{}, kinds, 4'000'000, truth_peak(truth), truth.capacity_bytes())
+  const auto megatron =
+      megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::full,
+                           4'000'000, truth_peak(truth), truth.capacity_bytes())
           .layout;
+  const auto ulysses = ulysses_user_layout(model, cluster, training_spec{}, kinds, 4'000'000,
+                                           truth_peak(truth), truth.capacity_bytes())
+                           .layout;
   CHECK(megatron.seq_length == longest);
   const auto batch = video_batch(7);
   std::map<std::uint64_t, video_shape> grid_of;
   for (const auto& s : batch) grid_of[s.id] = *s.video;
-  const auto m = check_plan(model, cluster, megatron, batch, megatron.context_parallel_size, longest,
-                            recompute_setting::full(model.layers));
+  const auto m = check_plan(model, cluster, megatron, batch, megatron.context_parallel_size,
+                            longest, recompute_setting::full(model.layers));
   const auto u = check_plan(model, cluster, ulysses, batch, ulysses.sequence_parallel_size,
                             ulysses.tokens_per_rank * ulysses.sequence_parallel_size,
                             recompute_setting::full(model.layers));
@@ -174,13 +179,15 @@ TEST_CASE("Baselines.UserStatic.video_windows_hold_one_grid_and_stay_within_memo
   CHECK(u.oom_events == 0);
   // Clips of different grids never share a window.
   const analytic_cost_model cost(model, cluster, training_spec{});
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_static> scheduler(
-      cost, varlen_buckets{}, pyramid_recompute{}, megatron);
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             megatron_static>
+      scheduler(cost, varlen_buckets{}, pyramid_recompute{}, megatron);
   for (const auto& step : scheduler.plan(batch).micro_steps)
     for (auto id : step.sample_ids) CHECK(grid_of.at(id) == grid_of.at(step.sample_ids.front()));
 }
 
-TEST_CASE("Baselines.UserStatic.megatron_caps_packed_samples_when_full_windows_of_images_fit_no_degree") {
+TEST_CASE(
+    "Baselines.UserStatic.megatron_caps_packed_samples_when_full_windows_of_images_fit_no_degree") {
   // STDiT3: a 432,000-token window packed with 3,000 144p images holds 3,000 captions' K and V
   // in every block, more than any degree's GPUs hold with selective recompute; the user caps
   // the samples per window (--thd-max-packed-sequences) at the largest power of two that fits.
@@ -188,21 +195,25 @@ TEST_CASE("Baselines.UserStatic.megatron_caps_packed_samples_when_full_windows_o
   const auto cluster = hgx_cluster(4, gpus::h200_sxm());
   const sim::truth_model truth(model, cluster, training_spec{});
   const auto kinds = tool::sim_detail::sample_kinds_of("opensora", context);
-  const auto chosen = megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::selective,
-                                           4'000'000, truth_peak(truth), truth.capacity_bytes());
+  const auto chosen =
+      megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::selective,
+                           4'000'000, truth_peak(truth), truth.capacity_bytes());
   const auto cap = chosen.layout.max_packed_sequences;
   REQUIRE(cap > 0);
   CHECK((cap & (cap - 1)) == 0);
   CHECK(chosen.reason.find("--thd-max-packed-sequences") != std::string::npos);
   const auto setting = recompute_setting::selective_only();
-  const sample image = *std::min_element(kinds.begin(), kinds.end(),
-                                         [](const sample& a, const sample& b) { return a.tokens < b.tokens; });
+  const sample image =
+      *std::min_element(kinds.begin(), kinds.end(),
+                        [](const sample& a, const sample& b) { return a.tokens < b.tokens; });
   const auto window = chosen.layout.seq_length;
   const auto copies = [&](std::int64_t n) {
     const auto one = micro_batch_shape::of(image);
-    return micro_batch_shape{n * one.samples, n * one.tokens, one.longest, static_cast<double>(n) * one.attention_pairs};
+    return micro_batch_shape{n * one.samples, n * one.tokens, one.longest,
+                             static_cast<double>(n) * one.attention_pairs};
   };
-  const execution_config at{chosen.layout.context_parallel_size, sequence_parallel::ulysses, setting};
+  const execution_config at{chosen.layout.context_parallel_size, sequence_parallel::ulysses,
+                            setting};
   CHECK(truth.peak_bytes(copies(cap), at) <= truth.capacity_bytes());
   // Twice the cap fits no degree the rule could take (that is why it halved it); degrees that
   // would leave data-parallel groups without a window's share of the step are not taken.
@@ -210,20 +221,23 @@ TEST_CASE("Baselines.UserStatic.megatron_caps_packed_samples_when_full_windows_o
   for (auto d : degrees) {
     if (d < degrees.back() && (cluster.gpus / d) * window > 4'000'000) continue;
     const execution_config c{d, sequence_parallel::ulysses, setting};
-    if (2 * cap <= window / image.tokens) CHECK(truth.peak_bytes(copies(2 * cap), c) > truth.capacity_bytes());
+    if (2 * cap <= window / image.tokens)
+      CHECK(truth.peak_bytes(copies(2 * cap), c) > truth.capacity_bytes());
   }
   // The policy closes a window at the cap.
   const auto batch = video_batch(3);
   const analytic_cost_model cost(model, cluster, training_spec{});
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_static> scheduler(
-      cost, varlen_buckets{}, pyramid_recompute{}, chosen.layout);
-  for (const auto& step : scheduler.plan(batch).micro_steps) CHECK(static_cast<std::int64_t>(step.sample_ids.size()) <= cap);
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             megatron_static>
+      scheduler(cost, varlen_buckets{}, pyramid_recompute{}, chosen.layout);
+  for (const auto& step : scheduler.plan(batch).micro_steps)
+    CHECK(static_cast<std::int64_t>(step.sample_ids.size()) <= cap);
   // Text windows never need the cap.
   const sim::truth_model llama(models::llama3_8b(), cluster, training_spec{});
   const auto text = megatron_user_layout(models::llama3_8b(), cluster, training_spec{},
                                          tool::sim_detail::sample_kinds_of("wikipedia", context),
-                                         recompute_granularity::selective, 1'000'000, truth_peak(llama),
-                                         llama.capacity_bytes());
+                                         recompute_granularity::selective, 1'000'000,
+                                         truth_peak(llama), llama.capacity_bytes());
   CHECK(text.layout.max_packed_sequences == 0);
 }
 
@@ -235,32 +249,38 @@ TEST_CASE("Baselines.UserStatic.the_rule_takes_the_next_degree_where_one_runs_ou
   const auto peak = [](const micro_batch_shape&, const execution_config& c) {
     return 100e9 / static_cast<double>(c.degree);
   };
-  const auto chosen = megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::full, 0,
-                                           peak, 40e9);
+  const auto chosen = megatron_user_layout(model, cluster, training_spec{}, kinds,
+                                           recompute_granularity::full, 0, peak, 40e9);
   CHECK(chosen.layout.context_parallel_size == 4);
   CHECK(chosen.reason.find("1 would run out of memory") != std::string::npos);
   CHECK(chosen.reason.find("2 would run out of memory") != std::string::npos);
-  CHECK(ulysses_user_layout(model, cluster, training_spec{}, kinds, 0, peak, 40e9).layout.sequence_parallel_size == 4);
+  CHECK(ulysses_user_layout(model, cluster, training_spec{}, kinds, 0, peak, 40e9)
+            .layout.sequence_parallel_size == 4);
   // Nothing fits: the rule says so instead of picking a layout that runs out of memory.
-  CHECK_THROWS_AS((void)megatron_user_layout(model, cluster, training_spec{}, kinds, recompute_granularity::full, 0,
-                                             peak, 1.0),
+  CHECK_THROWS_AS((void)megatron_user_layout(model, cluster, training_spec{}, kinds,
+                                             recompute_granularity::full, 0, peak, 1.0),
                   invalid_spec);
 }
 
 TEST_CASE("Baselines.UserStatic.a_degree_the_cluster_does_not_allow_is_refused") {
-  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()), training_spec{});
-  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_static> bad(
-      cost, varlen_buckets{}, pyramid_recompute{}, megatron_static{3, context, recompute_granularity::full});
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()),
+                                 training_spec{});
+  const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                             megatron_static>
+      bad(cost, varlen_buckets{}, pyramid_recompute{},
+          megatron_static{3, context, recompute_granularity::full});
   const std::vector<sample> batch{text_sample(1, 100)};
   CHECK_THROWS_AS((void)bad.plan(batch), invalid_spec);
 }
 
 TEST_CASE("Tool.Sim.reports_mean_step_and_ratios_over_the_user_static_layouts") {
-  const auto json = run_sim({"--steps", "2", "--nodes", "1", "--tokens", "300000", "--policies",
-                             "dcp,static,megatron-static,megatron-static-sel,ulysses-static", "--json"});
+  const auto json =
+      run_sim({"--steps", "2", "--nodes", "1", "--tokens", "300000", "--policies",
+               "dcp,static,megatron-static,megatron-static-sel,ulysses-static", "--json"});
   REQUIRE(json.status == 0);
-  for (const auto* field : {"\"mean_step_s\":", "\"speedup_vs_your_static\":", "\"speedup_vs_megatron_static\":",
-                            "\"speedup_vs_ulysses_static\":", "\"your_static\":\"", "\"notes\":[", "\"note\":\"CP "})
+  for (const auto* field :
+       {"\"mean_step_s\":", "\"speedup_vs_your_static\":", "\"speedup_vs_megatron_static\":",
+        "\"speedup_vs_ulysses_static\":", "\"your_static\":\"", "\"notes\":[", "\"note\":\"CP "})
     CHECK_MESSAGE(json.out.find(field) != std::string::npos, field);
   CHECK(json.out.find("(--tokens)") != std::string::npos);
   const auto table = run_sim({"--steps", "2", "--nodes", "1", "--tokens", "300000", "--policies",
@@ -275,24 +295,27 @@ TEST_CASE("Tool.Sim.reports_mean_step_and_ratios_over_the_user_static_layouts") 
 TEST_CASE("Tool.Sim.model_flag_keeps_the_workload_default_tokens_and_says_so") {
   const auto r = run_sim({"--model", "stdit3-xl", "--steps", "1", "--policies", "dcp", "--json"});
   REQUIRE(r.status == 0);
-  CHECK(r.out.find("batches of ~4000000 tokens (the opensora workload's default") != std::string::npos);
+  CHECK(r.out.find("batches of ~4000000 tokens (the opensora workload's default") !=
+        std::string::npos);
 }
 
 TEST_CASE("Tool.Sim.writes_a_timeline_for_every_policy") {
   const auto dir = std::filesystem::temp_directory_path() / "dcp_user_static_figures";
   std::filesystem::remove_all(dir);
   const auto out = dir.string();
-  const auto r = run_sim({"--model", "stdit3-xl", "--nodes", "1", "--tokens", "400000", "--steps", "1",
-                          "--policies", "dcp,videosys-dcp,megatron-static", "--out", out});
+  const auto r = run_sim({"--model", "stdit3-xl", "--nodes", "1", "--tokens", "400000", "--steps",
+                          "1", "--policies", "dcp,videosys-dcp,megatron-static", "--out", out});
   REQUIRE(r.status == 0);
   for (const auto* name : {"dcp", "videosys-dcp", "megatron-static"}) {
     CAPTURE(name);
-    CHECK(std::filesystem::exists(dir / (std::string("stdit3-xl_opensora-timeline-") + name + ".svg")));
+    CHECK(std::filesystem::exists(dir /
+                                  (std::string("stdit3-xl_opensora-timeline-") + name + ".svg")));
   }
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("Baselines.MegatronDpBalanced.splits_the_last_packs_until_the_count_is_a_multiple_of_dp") {
+TEST_CASE(
+    "Baselines.MegatronDpBalanced.splits_the_last_packs_until_the_count_is_a_multiple_of_dp") {
   // DpBalancedScheduler: the last pack of more than one sample gives up its last sample, from
   // the end backwards, one new pack per move.
   std::vector<std::vector<std::size_t>> packs{{0, 1}, {2, 3}, {4}};
@@ -300,20 +323,23 @@ TEST_CASE("Baselines.MegatronDpBalanced.splits_the_last_packs_until_the_count_is
   CHECK(packs == std::vector<std::vector<std::size_t>>{{0, 1}, {2}, {4}, {3}});
   packs = {{0, 1, 2}, {3}};
   baselines::detail::split_packs_to_multiple(packs, 4);
-  CHECK(packs == std::vector<std::vector<std::size_t>>{{0}, {3}, {2}, {1}});  // upstream asserts (first pack)
+  CHECK(packs == std::vector<std::vector<std::size_t>>{
+                     {0}, {3}, {2}, {1}});  // upstream asserts (first pack)
   packs = {{0}, {1}};
   baselines::detail::split_packs_to_multiple(packs, 4);  // nothing left to split: upstream asserts
   CHECK(packs.size() == 2);
 }
 
-TEST_CASE("Baselines.MegatronDpBalanced.places_every_sample_once_at_cp_4_in_a_multiple_of_dp_packs") {
+TEST_CASE(
+    "Baselines.MegatronDpBalanced.places_every_sample_once_at_cp_4_in_a_multiple_of_dp_packs") {
   const auto model = models::megatron_dcp_benchmark_gpt();
   const auto training = evaluation::megatron_dcp_training();
   for (std::int64_t gpus : {4, 16, 64}) {
     const auto cluster = evaluation::megatron_dcp_cluster(gpus);
     const analytic_cost_model cost(model, cluster, training);
-    const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute, megatron_dp_balanced> scheduler(
-        cost, varlen_buckets{}, pyramid_recompute{}, megatron_dp_balanced{});
+    const DataCentricScheduler<analytic_cost_model, varlen_buckets, pyramid_recompute,
+                               megatron_dp_balanced>
+        scheduler(cost, varlen_buckets{}, pyramid_recompute{}, megatron_dp_balanced{});
     const sim::truth_model truth(model, cluster, training);
     const auto dp = gpus / 4;
     for (std::uint64_t seed = 1; seed <= 5; ++seed) {
@@ -363,7 +389,8 @@ TEST_CASE("Evaluation.Fidelity.host_cost_is_the_fit_to_the_published_4_gpu_basel
   const double shipped = sim::truth_constants{}.host_seconds_per_kernel;
   MESSAGE("fitted host seconds per kernel: ", fitted, " (shipped ", shipped, ")");
   CHECK(fitted == doctest::Approx(shipped).epsilon(0.005));
-  CHECK(evaluation::megatron_dp_balanced_seconds(4, options) == doctest::Approx(0.195269).epsilon(0.005));
+  CHECK(evaluation::megatron_dp_balanced_seconds(4, options) ==
+        doctest::Approx(0.195269).epsilon(0.005));
   // The fit moves with what it is fitted to: without host cost the baseline is far faster.
   options.truth.host_seconds_per_kernel = 0;
   CHECK(evaluation::megatron_dp_balanced_seconds(4, options) < 0.5 * 0.195269);
@@ -439,15 +466,16 @@ TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
   o.workload_given = true;
   CHECK(tool::sim_detail::matrix_cells(o).size() == 3 * 3 * 2 * 3);
   // One cell run: its row, the summary, and the JSON with the same figures.
-  const auto table = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu", "h200",
-                              "--nodes", "1", "--sp", "ulysses", "--steps", "1", "--policies", "dcp,static,flexsp"});
+  const auto table = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia",
+                              "--gpu", "h200", "--nodes", "1", "--sp", "ulysses", "--steps", "1",
+                              "--policies", "dcp,static,flexsp"});
   CAPTURE(table.out);
   CHECK(table.status == 0);
   CHECK(table.out.find("1 of 1 cells ran (1 steps each)") != std::string::npos);
   CHECK(table.out.find("llama3-8b") != std::string::npos);
-  const auto json = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu", "h200",
-                             "--nodes", "1", "--sp", "ulysses", "--steps", "1", "--policies", "dcp,static,flexsp",
-                             "--json"});
+  const auto json = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu",
+                             "h200", "--nodes", "1", "--sp", "ulysses", "--steps", "1",
+                             "--policies", "dcp,static,flexsp", "--json"});
   CHECK(json.status == 0);
   const auto doc = dcp::json::parse(json.out);
   const auto& rows = doc["matrix"].items;
@@ -457,17 +485,20 @@ TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
   CHECK(rows[0]["dcp_tokens_per_s"].number() > 0);
   CHECK((rows[0]["best_other"].text == "static" || rows[0]["best_other"].text == "flexsp"));
   CHECK(rows[0]["dcp_over_best_other"].number() ==
-        doctest::Approx(rows[0]["dcp_tokens_per_s"].number() / rows[0]["best_other_tokens_per_s"].number()));
+        doctest::Approx(rows[0]["dcp_tokens_per_s"].number() /
+                        rows[0]["best_other_tokens_per_s"].number()));
   CHECK(rows[0]["gap_to_bound"].number() >= 0.0);
   // The noise-free comparison: the same plans without noise, against the fastest other then.
   CHECK(rows[0]["dcp_noise_free_tokens_per_s"].number() > 0);
-  CHECK((rows[0]["best_other_noise_free"].text == "static" || rows[0]["best_other_noise_free"].text == "flexsp"));
+  CHECK((rows[0]["best_other_noise_free"].text == "static" ||
+         rows[0]["best_other_noise_free"].text == "flexsp"));
   CHECK(rows[0]["dcp_over_best_other_noise_free"].number() > 0);
   // The three styles of one scenario: the auto cell compares ours with each other policy at its
   // best fixed style, reusing the ulysses and ring cells' runs, so its best other is at least
   // theirs; it reports ours at our best fixed style too.
-  const auto styles = run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu", "h200",
-                               "--nodes", "1", "--steps", "1", "--policies", "dcp,static", "--json"});
+  const auto styles =
+      run_sim({"--matrix", "--model", "llama3-8b", "--workload", "wikipedia", "--gpu", "h200",
+               "--nodes", "1", "--steps", "1", "--policies", "dcp,static", "--json"});
   CHECK(styles.status == 0);
   const auto styled = dcp::json::parse(styles.out);
   const auto& cells = styled["matrix"].items;
@@ -478,7 +509,8 @@ TEST_CASE("Tool.Sim.matrix_lists_the_issue_grid_and_runs_a_cell_per_row") {
   CHECK(cells[2]["dcp_fixed_style_noise_free_tokens_per_s"].number() > 0);
   CHECK(cells[2]["best_other_noise_free_tokens_per_s"].number() >=
         std::max(cells[0]["best_other_noise_free_tokens_per_s"].number(),
-                 cells[1]["best_other_noise_free_tokens_per_s"].number()) * (1 - 1e-12));
+                 cells[1]["best_other_noise_free_tokens_per_s"].number()) *
+            (1 - 1e-12));
   CHECK(table.out.find("without noise") != std::string::npos);
   // What a cell sizes itself cannot be given.
   CHECK(run_sim({"--matrix", "--tokens", "5"}).status == 2);

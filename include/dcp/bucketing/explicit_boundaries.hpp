@@ -14,7 +14,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
 class explicit_boundaries {
-public:
+ public:
   /// `boundaries` must be strictly increasing and positive; throws invalid_spec otherwise.
   explicit explicit_boundaries(std::vector<std::int64_t> boundaries)
       : boundaries_(std::move(boundaries)) {
@@ -24,9 +24,8 @@ public:
                            "] = " + std::to_string(boundaries_[i]) + ", must be >= 1");
       if (i > 0 && boundaries_[i] <= boundaries_[i - 1])
         throw invalid_spec("explicit_boundaries: boundary[" + std::to_string(i) +
-                           "] = " + std::to_string(boundaries_[i]) +
-                           " must exceed boundary[" + std::to_string(i - 1) +
-                           "] = " + std::to_string(boundaries_[i - 1]));
+                           "] = " + std::to_string(boundaries_[i]) + " must exceed boundary[" +
+                           std::to_string(i - 1) + "] = " + std::to_string(boundaries_[i - 1]));
     }
   }
 
@@ -43,10 +42,10 @@ public:
   [[nodiscard]] constexpr std::string_view name() const noexcept { return "explicit"; }
   friend bool operator==(const explicit_boundaries&, const explicit_boundaries&) = default;
 
-private:
+ private:
   std::vector<std::int64_t> boundaries_;
 };
 
 static_assert(bucketing_policy<explicit_boundaries>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

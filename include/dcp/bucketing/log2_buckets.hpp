@@ -13,8 +13,9 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 struct log2_buckets {
   [[nodiscard]] static std::int32_t bucket_of(std::int64_t tokens) noexcept {
-    return tokens <= 0 ? 0
-                       : static_cast<std::int32_t>(std::bit_width(static_cast<std::uint64_t>(tokens)) - 1);
+    return tokens <= 0
+               ? 0
+               : static_cast<std::int32_t>(std::bit_width(static_cast<std::uint64_t>(tokens)) - 1);
   }
   [[nodiscard]] std::vector<std::int32_t> assign(std::span<const sample> batch) const {
     std::vector<std::int32_t> labels;
@@ -28,4 +29,4 @@ struct log2_buckets {
 
 static_assert(bucketing_policy<log2_buckets>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

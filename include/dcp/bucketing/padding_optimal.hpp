@@ -21,7 +21,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
 class padding_optimal_buckets {
-public:
+ public:
   /// More buckets than this is a typo: no batch is usefully cut into more.
   static constexpr std::int32_t max_buckets = 4096;
   /// Entries of the split table (k x distinct lengths, 4 bytes each: 256 MiB).
@@ -64,8 +64,10 @@ public:
                          "; use K <= " + std::to_string(max_split_entries / (n + 1)));
     // cost(a, b): padding of distinct values a..b-1 to value[b-1].
     auto cost = [&](std::int64_t a, std::int64_t b) {
-      const double c = count_prefix[static_cast<std::size_t>(b)] - count_prefix[static_cast<std::size_t>(a)];
-      const double t = tokens_prefix[static_cast<std::size_t>(b)] - tokens_prefix[static_cast<std::size_t>(a)];
+      const double c =
+          count_prefix[static_cast<std::size_t>(b)] - count_prefix[static_cast<std::size_t>(a)];
+      const double t =
+          tokens_prefix[static_cast<std::size_t>(b)] - tokens_prefix[static_cast<std::size_t>(a)];
       return c * static_cast<double>(value[static_cast<std::size_t>(b - 1)]) - t;
     };
     const auto k = std::min<std::int64_t>(buckets_, n);
@@ -128,10 +130,10 @@ public:
   [[nodiscard]] constexpr std::string_view name() const noexcept { return "padding-optimal"; }
   friend bool operator==(const padding_optimal_buckets&, const padding_optimal_buckets&) = default;
 
-private:
+ private:
   std::int32_t buckets_;
 };
 
 static_assert(bucketing_policy<padding_optimal_buckets>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

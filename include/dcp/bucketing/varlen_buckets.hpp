@@ -27,4 +27,4 @@ struct varlen_buckets {
 
 static_assert(bucketing_policy<varlen_buckets>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

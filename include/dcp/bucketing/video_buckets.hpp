@@ -43,4 +43,4 @@ struct video_buckets {
 
 static_assert(bucketing_policy<video_buckets>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

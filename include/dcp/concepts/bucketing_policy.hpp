@@ -27,4 +27,4 @@ concept bucketing_policy =
       { b.name() } -> std::convertible_to<std::string_view>;
     };
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

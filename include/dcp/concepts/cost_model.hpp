@@ -8,9 +8,8 @@
 #include <type_traits>
 
 #include "dcp/detail/member_probe.hpp"
-
-#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/hardware.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/training.hpp"
 
@@ -29,21 +28,27 @@ DCP_DETAIL_MEMBER_PROBE(device_seconds);
 
 /// Optional member 6: the time split into named terms (calibrated<M> refits their weights).
 template <class M>
-concept has_time_terms = requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
-  { M::time_term_count } -> std::convertible_to<std::size_t>;
-  { m.time_terms(s, c) } -> std::same_as<std::array<double, M::time_term_count>>;
-  { m.marginal_time_terms(s, c) } -> std::same_as<std::array<double, M::time_term_count>>;
-  { M::time_term_priors } -> std::convertible_to<std::array<double, M::time_term_count>>;
-  { M::time_term_names } -> std::convertible_to<std::array<std::string_view, M::time_term_count>>;
-};
+concept has_time_terms =
+    requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
+      { M::time_term_count } -> std::convertible_to<std::size_t>;
+      { m.time_terms(s, c) } -> std::same_as<std::array<double, M::time_term_count>>;
+      { m.marginal_time_terms(s, c) } -> std::same_as<std::array<double, M::time_term_count>>;
+      { M::time_term_priors } -> std::convertible_to<std::array<double, M::time_term_count>>;
+      {
+        M::time_term_names
+      } -> std::convertible_to<std::array<std::string_view, M::time_term_count>>;
+    };
 
 /// Optional member 7: the peak bytes split into named terms.
 template <class M>
-concept has_memory_terms = requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
-  { M::memory_term_count } -> std::convertible_to<std::size_t>;
-  { m.memory_terms(s, c) } -> std::same_as<std::array<double, M::memory_term_count>>;
-  { M::memory_term_names } -> std::convertible_to<std::array<std::string_view, M::memory_term_count>>;
-};
+concept has_memory_terms =
+    requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
+      { M::memory_term_count } -> std::convertible_to<std::size_t>;
+      { m.memory_terms(s, c) } -> std::same_as<std::array<double, M::memory_term_count>>;
+      {
+        M::memory_term_names
+      } -> std::convertible_to<std::array<std::string_view, M::memory_term_count>>;
+    };
 
 /// Optional member 8 declared well: `static constexpr bool memory_by_tokens`.
 template <class M>
@@ -88,13 +93,17 @@ concept optional_cost_members_are_well_formed =
        { m.marginal_seconds(s, c) } -> std::convertible_to<double>;
      }) &&
     (!(detail::declares_time_terms<M> || detail::declares_marginal_time_terms<M>) ||
-     detail::has_time_terms<M>) &&
-    (!detail::declares_memory_terms<M> || detail::has_memory_terms<M>) &&
-    (!detail::declares_memory_by_tokens<M> || detail::has_well_formed_memory_by_tokens<M>) &&
-    (!detail::declares_fixed_seconds<M> ||
-     requires(const M& m, const execution_config& c) {
-       { m.fixed_seconds(c) } -> std::convertible_to<double>;
-     }) &&
+     detail::has_time_terms<M>)&&(!detail::declares_memory_terms<M> ||
+                                  detail::has_memory_terms<
+                                      M>)&&(!detail::declares_memory_by_tokens<M> ||
+                                            detail::has_well_formed_memory_by_tokens<
+                                                M>)&&(!detail::declares_fixed_seconds<M> ||
+                                                      requires(const M& m,
+                                                               const execution_config& c) {
+                                                        {
+                                                          m.fixed_seconds(c)
+                                                        } -> std::convertible_to<double>;
+                                                      }) &&
     (!detail::declares_device_seconds<M> ||
      requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
        { m.device_seconds(s, c) } -> std::convertible_to<double>;
@@ -146,16 +155,14 @@ concept optional_cost_members_are_well_formed =
 ///    the packer's estimates of what a sample adds use it, not a host time packing hides.
 /// Models: analytic_cost_model, calibrated<M>, sim::truth_model.
 template <class M>
-concept cost_model =
-    std::copy_constructible<M> &&
-    requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
-      { m.seconds(s, c) } -> std::convertible_to<double>;
-      { m.peak_bytes(s, c) } -> std::convertible_to<double>;
-      { m.memory_budget() } -> std::convertible_to<double>;
-      { m.model() } -> std::convertible_to<const model_spec&>;
-      { m.cluster() } -> std::convertible_to<const cluster_spec&>;
-      { m.training() } -> std::convertible_to<const training_spec&>;
-    } &&
-    optional_cost_members_are_well_formed<M>;
+concept cost_model = std::copy_constructible<M> &&
+                     requires(const M& m, const micro_batch_shape& s, const execution_config& c) {
+                       { m.seconds(s, c) } -> std::convertible_to<double>;
+                       { m.peak_bytes(s, c) } -> std::convertible_to<double>;
+                       { m.memory_budget() } -> std::convertible_to<double>;
+                       { m.model() } -> std::convertible_to<const model_spec&>;
+                       { m.cluster() } -> std::convertible_to<const cluster_spec&>;
+                       { m.training() } -> std::convertible_to<const training_spec&>;
+                     } && optional_cost_members_are_well_formed<M>;
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

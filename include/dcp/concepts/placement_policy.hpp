@@ -30,10 +30,11 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 ///  3. Semantics: pure and deterministic for a given input.
 /// Models: balanced_placement (the default), static_placement.
 template <class P, class M, class R>
-concept placement_policy = cost_model<M> && recompute_strategy<R, M> &&
-    std::copy_constructible<P> && requires(const P& p, const placement_input<M, R>& input) {
-  { p.place(input) } -> std::same_as<placement>;
-  { p.name() } -> std::convertible_to<std::string_view>;
-};
+concept placement_policy =
+    cost_model<M> && recompute_strategy<R, M> && std::copy_constructible<P> &&
+    requires(const P& p, const placement_input<M, R>& input) {
+      { p.place(input) } -> std::same_as<placement>;
+      { p.name() } -> std::convertible_to<std::string_view>;
+    };
 
 }  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -20,11 +20,12 @@ struct constant_bool {};
 template <class R>
 concept optional_recompute_members_are_well_formed =
     !detail::declares_fit_decides<R> ||
-    (requires {  // a static data member of type bool (not a function, not per object)
-       { &R::fit_decides } -> std::convertible_to<const volatile bool*>;
-     } && requires {  // and a constant
-       typename detail::constant_bool<R::fit_decides>;
-     });
+    (
+        requires {  // a static data member of type bool (not a function, not per object)
+          { &R::fit_decides } -> std::convertible_to<const volatile bool*>;
+        } && requires {  // and a constant
+          typename detail::constant_bool<R::fit_decides>;
+        });
 
 /// A recompute strategy picks the recomputation a micro-batch runs with so that it fits its
 /// memory budget under the cost model.
@@ -54,13 +55,14 @@ concept recompute_strategy =
     requires(const R& r, const M& m, const micro_batch_shape& s, const execution_config& c) {
       { r.choose(m, s, c) } -> std::same_as<std::optional<recompute_setting>>;
       { r.name() } -> std::convertible_to<std::string_view>;
-    } &&
-    optional_recompute_members_are_well_formed<R>;
+    } && optional_recompute_members_are_well_formed<R>;
 
 template <class R>
 inline constexpr bool fit_decides_v = [] {
-  if constexpr (requires { R::fit_decides; }) return static_cast<bool>(R::fit_decides);
-  else return false;
+  if constexpr (requires { R::fit_decides; })
+    return static_cast<bool>(R::fit_decides);
+  else
+    return false;
 }();
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -17,22 +17,26 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 /// Parameters (BF16), gradients and FP32 Adam state per GPU under ZeRO `zero_stage` over
 /// `gpus` data-parallel ranks (§4.1): 16 psi unsharded; stage 1 shards the optimizer state,
 /// stage 2 the gradients too, stage 3 everything.
-[[nodiscard]]
-inline double zero_state_bytes(const model_spec& model, int zero_stage, std::int64_t gpus) noexcept {
+[[nodiscard]] inline double zero_state_bytes(const model_spec& model, int zero_stage,
+                                             std::int64_t gpus) noexcept {
   const double psi = static_cast<double>(model.total_params());
   const double n = static_cast<double>(gpus);
   switch (zero_stage) {
-    case 0: return 16.0 * psi;
-    case 1: return 4.0 * psi + 12.0 * psi / n;
-    case 2: return 2.0 * psi + 14.0 * psi / n;
-    default: return 16.0 * psi / n;
+    case 0:
+      return 16.0 * psi;
+    case 1:
+      return 4.0 * psi + 12.0 * psi / n;
+    case 2:
+      return 2.0 * psi + 14.0 * psi / n;
+    default:
+      return 16.0 * psi / n;
   }
 }
 
 /// Bytes saved per token per layer of a block kept for backward, with FlashAttention (no s²
 /// term): attention 8h + 4h_kv, SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f, cross-attention 6h.
-[[nodiscard]]
-inline std::int64_t activation_bytes_per_token_layer(const model_spec& model) noexcept {
+[[nodiscard]] inline std::int64_t activation_bytes_per_token_layer(
+    const model_spec& model) noexcept {
   const std::int64_t h = model.hidden;
   const std::int64_t f = model.ffn;
   std::int64_t bytes = 8 * h + 4 * model.kv_hidden();
@@ -57,7 +61,7 @@ struct logits_memory {
 /// before SSE4.1 expands std::ceil to some twenty): exact for every double, since one of
 /// magnitude 2^52 or more is already whole.
 [[nodiscard]] constexpr double ceil_whole(double x) noexcept {
-  if (!(x < 0x1p52 && x > -0x1p52)) return x;  // already whole, or NaN
+  if (!(x < 0x1p52 && x > -0x1p52)) return x;                          // already whole, or NaN
   const double t = static_cast<double>(static_cast<std::int64_t>(x));  // toward zero
   return t < x ? t + 1.0 : t;
 }
@@ -67,7 +71,7 @@ struct logits_memory {
 /// the model and the loss is worked out once: the planner asks for a micro-batch's bytes tens
 /// of thousands of times per plan.
 class activation_footprint {
-public:
+ public:
   activation_footprint() = default;
   activation_footprint(const model_spec& model, const logits_memory& logits) noexcept
       : h_(static_cast<double>(model.hidden)),
@@ -82,7 +86,8 @@ public:
         caption_(model) {}
 
   /// Bytes on one GPU of a group running `s` with config `c`.
-  [[nodiscard]] double operator()(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double operator()(const micro_batch_shape& s,
+                                  const execution_config& c) const noexcept {
     const double d = static_cast<double>(c.degree);
     const double n = ceil_whole(static_cast<double>(s.tokens) / d);  // tokens held by one GPU
     const double kept = c.recompute.selective ? kept_selective_ : full_;
@@ -111,7 +116,7 @@ public:
     return bytes;
   }
 
-private:
+ private:
   double h_ = 0, h_kv_ = 0;
   double full_ = 0;            // bytes per token per kept layer
   double kept_selective_ = 0;  // the same under selective recomputation
@@ -123,4 +128,4 @@ private:
   caption_memory caption_{};
 };
 
-}  // namespace dcp::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::detail

@@ -16,8 +16,8 @@
 #include "dcp/cost/gemm_waves.hpp"
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
-#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/hardware.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/training.hpp"
 
@@ -25,7 +25,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// Achieved fractions and fixed costs. Defaults are planning values; calibrate on the target.
 struct analytic_constants {
-  double dense_efficiency = 0.70;               ///< large BF16 GEMMs, 0.65-0.80 of peak (§1.2 [R])
+  double dense_efficiency = 0.70;  ///< large BF16 GEMMs, 0.65-0.80 of peak (§1.2 [R])
   /// FlashAttention's efficiency saturates with the length s of the rows a kernel runs:
   /// eta(s) = eta_max s / (s + s_half), the least-squares fit (in time per FLOP) to the FA3
   /// table, hd128 BF16 on H100 (§1.2 [S]: forward 467-648, backward 316-561 TFLOP/s at 512-16K
@@ -37,21 +37,21 @@ struct analytic_constants {
   double attention_backward_efficiency = 0.598;  ///< eta_max, backward
   double attention_forward_half_rows = 209;      ///< s_half, forward (tokens)
   double attention_backward_half_rows = 427;     ///< s_half, backward (tokens)
-  double hbm_efficiency = 0.90;                 ///< sustained HBM fraction (§1.2 [R])
-  double kernel_launch_seconds = 5e-6;          ///< per kernel without CUDA graphs (§1.3)
-  double kernels_per_layer = 30;                ///< forward + backward kernels of one block; a
-                                                ///< recomputed block launches a third again
-  double ring_forward_kernels_per_step = 8;     ///< ring attention, per layer and attention step
-  double ring_backward_kernels_per_step = 10;   ///< (Transformer Engine's P2P context
-                                                ///< parallelism, docs/simulator.md)
-  double step_overhead_seconds = 2e-3;          ///< framework work per micro-step (data, hooks)
+  double hbm_efficiency = 0.90;                  ///< sustained HBM fraction (§1.2 [R])
+  double kernel_launch_seconds = 5e-6;           ///< per kernel without CUDA graphs (§1.3)
+  double kernels_per_layer = 30;                 ///< forward + backward kernels of one block; a
+                                                 ///< recomputed block launches a third again
+  double ring_forward_kernels_per_step = 8;      ///< ring attention, per layer and attention step
+  double ring_backward_kernels_per_step = 10;    ///< (Transformer Engine's P2P context
+                                                 ///< parallelism, docs/simulator.md)
+  double step_overhead_seconds = 2e-3;           ///< framework work per micro-step (data, hooks)
   /// Host (CPU) time to issue one kernel in an eager framework; a micro-step takes the longer of
   /// its device time and kernels x this. The simulator's truth model fits it to Megatron's
   /// published 4-GPU iteration (docs/fidelity.md, "The host cost"); 0 for a framework whose
   /// launches never limit (CUDA graphs).
   double host_seconds_per_kernel = 91.1e-6;
-  double logits_bytes_per_entry = 6;            ///< BF16 logits + FP32 upcast for the loss (§4.2)
-  std::int64_t loss_chunk_tokens = 8192;        ///< with chunked cross-entropy
+  double logits_bytes_per_entry = 6;      ///< BF16 logits + FP32 upcast for the loss (§4.2)
+  std::int64_t loss_chunk_tokens = 8192;  ///< with chunked cross-entropy
 
   friend bool operator==(const analytic_constants&, const analytic_constants&) = default;
 
@@ -63,13 +63,17 @@ struct analytic_constants {
     detail::require_fraction(dense_efficiency, where, "dense_efficiency");
     detail::require_fraction(attention_forward_efficiency, where, "attention_forward_efficiency");
     detail::require_fraction(attention_backward_efficiency, where, "attention_backward_efficiency");
-    detail::require_finite_non_negative(attention_forward_half_rows, where, "attention_forward_half_rows");
-    detail::require_finite_non_negative(attention_backward_half_rows, where, "attention_backward_half_rows");
+    detail::require_finite_non_negative(attention_forward_half_rows, where,
+                                        "attention_forward_half_rows");
+    detail::require_finite_non_negative(attention_backward_half_rows, where,
+                                        "attention_backward_half_rows");
     detail::require_fraction(hbm_efficiency, where, "hbm_efficiency");
     detail::require_finite_non_negative(kernel_launch_seconds, where, "kernel_launch_seconds");
     detail::require_finite_non_negative(kernels_per_layer, where, "kernels_per_layer");
-    detail::require_finite_non_negative(ring_forward_kernels_per_step, where, "ring_forward_kernels_per_step");
-    detail::require_finite_non_negative(ring_backward_kernels_per_step, where, "ring_backward_kernels_per_step");
+    detail::require_finite_non_negative(ring_forward_kernels_per_step, where,
+                                        "ring_forward_kernels_per_step");
+    detail::require_finite_non_negative(ring_backward_kernels_per_step, where,
+                                        "ring_backward_kernels_per_step");
     detail::require_finite_non_negative(step_overhead_seconds, where, "step_overhead_seconds");
     detail::require_finite_non_negative(host_seconds_per_kernel, where, "host_seconds_per_kernel");
     detail::require_finite_non_negative(logits_bytes_per_entry, where, "logits_bytes_per_entry");
@@ -80,7 +84,7 @@ struct analytic_constants {
 };
 
 class analytic_cost_model {
-public:
+ public:
   analytic_cost_model(model_spec model, cluster_spec cluster, training_spec training = {},
                       analytic_constants constants = {})
       : model_(std::move(model)),
@@ -103,14 +107,14 @@ public:
   // ---- time -------------------------------------------------------------------------------
 
   /// The longer of the device's time and the host's time to issue the micro-step's kernels.
-  [[nodiscard]]
-  double seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double seconds(const micro_batch_shape& s,
+                               const execution_config& c) const noexcept {
     return std::max(host_seconds(c), device_seconds(s, c));
   }
 
   /// The device's time: compute, communication, launch gaps and the fixed GEMM cost.
-  [[nodiscard]]
-  double device_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double device_seconds(const micro_batch_shape& s,
+                                      const execution_config& c) const noexcept {
     return compute_seconds(s, c) + communication_seconds(s, c) + overhead_seconds(c) +
            recompute_launch_seconds(c) + gemm_fixed_seconds(c);
   }
@@ -139,8 +143,8 @@ public:
   /// Kernels a micro-step launches: every block's forward and backward, a third again per
   /// recomputed block, and the collectives (Ulysses) or ring attention steps.
   [[nodiscard]] double kernels(const execution_config& c) const noexcept {
-    return constants_.kernels_per_layer *
-               (static_cast<double>(model_.layers) + static_cast<double>(c.recompute.layers) / 3.0) +
+    return constants_.kernels_per_layer * (static_cast<double>(model_.layers) +
+                                           static_cast<double>(c.recompute.layers) / 3.0) +
            collective_kernels(c);
   }
 
@@ -162,10 +166,12 @@ public:
 
   /// Dense, attention and recompute FLOPs over peak x efficiency, split over the group, plus
   /// the caption GEMMs every GPU of the group runs whole.
-  [[nodiscard]]
-  double compute_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double compute_seconds(const micro_batch_shape& s,
+                                       const execution_config& c) const noexcept {
     const double d = static_cast<double>(c.degree);
-    return (dense_compute_seconds(static_cast<double>(s.tokens), c) + attention_compute_seconds(s, c)) / d +
+    return (dense_compute_seconds(static_cast<double>(s.tokens), c) +
+            attention_compute_seconds(s, c)) /
+               d +
            selective_seconds(s, c) + caption_seconds(s, c);
   }
 
@@ -173,8 +179,8 @@ public:
   /// the degree): 6 N per token, LM head included (§2.1); full recompute repeats the forward
   /// (2 N per token) of the recomputed layers (§2.2), less the cross-attention k/v weights,
   /// which act on the caption (caption_seconds), not on sample tokens.
-  [[nodiscard]]
-  double dense_compute_seconds(double tokens, const execution_config& c) const noexcept {
+  [[nodiscard]] double dense_compute_seconds(double tokens,
+                                             const execution_config& c) const noexcept {
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
     const double dense_flops = 6.0 * per_token_params_ * tokens;
@@ -190,7 +196,7 @@ public:
   /// per-row term (analytic_constants): s_half per row, each row run against the ring part r of
   /// the degree's key chunks (1 for Ulysses), twice with cross-attention.
   [[nodiscard]] double attention_compute_seconds(const micro_batch_shape& s,
-                                   const execution_config& c) const noexcept {
+                                                 const execution_config& c) const noexcept {
     const double peak = cluster_.gpu.peak_flops;
     const double layers = static_cast<double>(model_.layers);
     const double h = static_cast<double>(model_.hidden);
@@ -207,7 +213,8 @@ public:
 
   /// Rows the attention kernels of one layer's pass run: every token, once per key chunk of
   /// the ring part of the degree, twice with cross-attention.
-  [[nodiscard]] double attention_row_passes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double attention_row_passes(const micro_batch_shape& s,
+                                            const execution_config& c) const noexcept {
     const double chunks = c.degree > 1 ? static_cast<double>(ring_degree(c)) : 1.0;
     return (model_.has_cross_attention() ? 2.0 : 1.0) * static_cast<double>(s.tokens) * chunks;
   }
@@ -216,18 +223,17 @@ public:
   /// runs them for every sample of the micro-batch, so they are not divided by the degree (one
   /// sample at degree d costs d times this in GPU-seconds). samples x text_tokens rows at the
   /// dense efficiency; 0 without cross-attention (decoder LMs).
-  [[nodiscard]]
-  double caption_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double caption_seconds(const micro_batch_shape& s,
+                                       const execution_config& c) const noexcept {
     if (!model_.has_cross_attention()) return 0.0;
     const double rows = static_cast<double>(s.samples) * static_cast<double>(model_.text_tokens);
-    return rows * detail::caption_flops_per_text_token(model_, c.recompute.layers) /
-           dense_rate_;
+    return rows * detail::caption_flops_per_text_token(model_, c.recompute.layers) / dense_rate_;
   }
 
   /// Selective recomputation re-runs norms and the MLP activation: memory-bound, so its cost is
   /// the bytes it re-reads and re-writes over HBM bandwidth (§2.2, "partial options").
-  [[nodiscard]]
-  double selective_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double selective_seconds(const micro_batch_shape& s,
+                                         const execution_config& c) const noexcept {
     if (!c.recompute.selective) return 0.0;
     const double layers = static_cast<double>(model_.layers - c.recompute.layers);
     const double bytes_per_token = 2.0 * selective_saving_;
@@ -239,7 +245,7 @@ public:
   /// all-to-alls and the ring's exposed transfers and latencies; a hybrid micro-step has both
   /// (all-to-alls over its node-local Ulysses group, a ring over the groups).
   [[nodiscard]] double communication_seconds(const micro_batch_shape& s,
-                               const execution_config& c) const noexcept {
+                                             const execution_config& c) const noexcept {
     if (c.degree <= 1) return 0.0;
     double t = ulysses_seconds(s, c);
     if (ring_degree(c) > 1) t += ring_exposed_seconds(s, c) + ring_latency_seconds(c);
@@ -251,8 +257,8 @@ public:
   /// left out. A ring micro-step never hides its compute — its attention hides transfers, so
   /// what is exposed is max(0, transfers - overlap) >= 0 — so each sample's whole compute
   /// counts, whatever the other samples of the micro-batch.
-  [[nodiscard]]
-  double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double marginal_seconds(const micro_batch_shape& s,
+                                        const execution_config& c) const noexcept {
     return compute_seconds(s, c) + ulysses_seconds(s, c) - ulysses_seconds(micro_batch_shape{}, c);
   }
 
@@ -267,11 +273,11 @@ public:
     return u == c.degree ? 1 : c.degree / u;
   }
 
-private:
+ private:
   /// The Ulysses all-to-alls of a micro-step over its Ulysses group of u GPUs (the whole group,
   /// or a hybrid's node-local part): bytes and latencies, 0 without one.
-  [[nodiscard]]
-  double ulysses_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double ulysses_seconds(const micro_batch_shape& s,
+                                       const execution_config& c) const noexcept {
     const auto u_members = ulysses_degree(c);
     if (u_members <= 1) return 0.0;
     const double u = static_cast<double>(u_members);
@@ -290,7 +296,8 @@ private:
     // All-to-all: the share bound for other nodes goes through this GPU's NIC (§3.1).
     const double local_share = (in_node - 1.0) / u;
     const double remote_share = (u - in_node) / u;
-    const double beta = local_share / cluster_.nvlink_bandwidth + remote_share / cluster_.nic_bandwidth;
+    const double beta =
+        local_share / cluster_.nvlink_bandwidth + remote_share / cluster_.nic_bandwidth;
     return passes * (per_layer_bytes * beta + 4.0 * alpha);
   }
 
@@ -303,8 +310,9 @@ private:
     double kernels = ulysses_degree(c) > 1 ? 4.0 * (2.0 * layers + recomputed) : 0.0;
     // r steps per layer and pass; a recomputed forward runs its steps again.
     if (const auto r = ring_degree(c); r > 1)
-      kernels += static_cast<double>(r) * (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
-                                           constants_.ring_backward_kernels_per_step * layers);
+      kernels += static_cast<double>(r) *
+                 (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
+                  constants_.ring_backward_kernels_per_step * layers);
     return kernels;
   }
 
@@ -315,7 +323,8 @@ private:
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
     double n = ulysses_degree(c) > 1 ? 4.0 * (2.0 * layers + recomputed) : 0.0;
-    if (const auto r = ring_degree(c); r > 1) n += (static_cast<double>(r) - 1.0) * (3.0 * layers + recomputed);
+    if (const auto r = ring_degree(c); r > 1)
+      n += (static_cast<double>(r) - 1.0) * (3.0 * layers + recomputed);
     return n;
   }
 
@@ -329,8 +338,8 @@ private:
     return (r - 1.0) * (3.0 * layers + recomputed) * alpha;
   }
 
-  [[nodiscard]]
-  double ring_exposed_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double ring_exposed_seconds(const micro_batch_shape& s,
+                                            const execution_config& c) const noexcept {
     const double r = static_cast<double>(ring_degree(c));
     if (r <= 1) return 0.0;
     const double layers = static_cast<double>(model_.layers);
@@ -353,12 +362,12 @@ private:
   /// each at its own efficiency: one GPU's share of attention_compute_seconds. (Before
   /// 2026-12-03 it counted 3.5 layer passes at the backward efficiency, leaving out the
   /// recomputed forward's attention while counting its transfers.)
-  [[nodiscard]]
-  double ring_overlap_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double ring_overlap_seconds(const micro_batch_shape& s,
+                                            const execution_config& c) const noexcept {
     return attention_compute_seconds(s, c) / static_cast<double>(c.degree);
   }
-public:
 
+ public:
   /// Gradient synchronisation at the end of the step: all-reduce (ZeRO 0-2) or reduce-scatter +
   /// all-gather, plus parameter all-gathers for ZeRO-3, over the whole world (§3.7). Not
   /// overlapped with compute here: an upper estimate of the step's tail.
@@ -367,8 +376,9 @@ public:
     if (n <= 1) return 0.0;
     const double gradient_bytes = 2.0 * static_cast<double>(model_.total_params());
     const bool multi_node = cluster_.gpus > cluster_.gpus_per_node;
-    const double bus = multi_node ? cluster_.nic_bandwidth * static_cast<double>(cluster_.gpus_per_node)
-                                  : cluster_.nvlink_bandwidth;
+    const double bus = multi_node
+                           ? cluster_.nic_bandwidth * static_cast<double>(cluster_.gpus_per_node)
+                           : cluster_.nvlink_bandwidth;
     const double volume = (training_.zero_stage == 3 ? 3.0 : 2.0) * (n - 1.0) / n * gradient_bytes;
     const double alpha = multi_node ? cluster_.inter_node_latency : cluster_.intra_node_latency;
     return alpha + volume / bus;
@@ -385,13 +395,13 @@ public:
   /// 0 without the GPU's SM count), recompute_launches the recomputed blocks' launches.
   static constexpr std::size_t time_term_count = 11;
   static constexpr std::array<std::string_view, time_term_count> time_term_names{
-      "dense",   "attention",   "selective", "all_to_all",      "ring_exposed",   "latency",
+      "dense",    "attention",   "selective", "all_to_all",      "ring_exposed",      "latency",
       "overhead", "elementwise", "gemm_wave", "collective_hops", "recompute_launches"};
   static constexpr std::array<double, time_term_count> time_term_priors{1, 1, 1, 1, 1, 1,
                                                                         1, 0, 1, 0, 1};
 
-  [[nodiscard]] std::array<double, time_term_count> time_terms(const micro_batch_shape& s,
-                                                 const execution_config& c) const noexcept {
+  [[nodiscard]] std::array<double, time_term_count> time_terms(
+      const micro_batch_shape& s, const execution_config& c) const noexcept {
     std::array<double, time_term_count> t{};
     const double d = static_cast<double>(c.degree);
     const double layers = static_cast<double>(model_.layers);
@@ -423,8 +433,8 @@ public:
   /// of time_terms: sum_k priors[k] * marginal_time_terms(s, c)[k] == marginal_seconds(s, c).
   /// Every term is additive in the samples or at least 0 for any micro-batch (the ring's
   /// exposed transfers), so each weighted sum keeps requirement 5.
-  [[nodiscard]] std::array<double, time_term_count> marginal_time_terms(const micro_batch_shape& s,
-                                                          const execution_config& c) const noexcept {
+  [[nodiscard]] std::array<double, time_term_count> marginal_time_terms(
+      const micro_batch_shape& s, const execution_config& c) const noexcept {
     auto t = time_terms(s, c);
     t[4] = t[5] = t[6] = t[8] = t[9] = t[10] = 0.0;
     return t;
@@ -439,8 +449,8 @@ public:
   /// fixed per-micro-step cost. Tested in Cost.MemoryByTokens.*.
   static constexpr bool memory_by_tokens = true;
 
-  [[nodiscard]]
-  double peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double peak_bytes(const micro_batch_shape& s,
+                                  const execution_config& c) const noexcept {
     return state_bytes() + training_.runtime_reserve_bytes + activation_bytes(s, c);
   }
 
@@ -449,8 +459,8 @@ public:
   static constexpr std::size_t memory_term_count = 2;
   static constexpr std::array<std::string_view, memory_term_count> memory_term_names{"static",
                                                                                      "activations"};
-  [[nodiscard]] std::array<double, memory_term_count> memory_terms(const micro_batch_shape& s,
-                                                     const execution_config& c) const noexcept {
+  [[nodiscard]] std::array<double, memory_term_count> memory_terms(
+      const micro_batch_shape& s, const execution_config& c) const noexcept {
     return {state_bytes() + training_.runtime_reserve_bytes, activation_bytes(s, c)};
   }
 
@@ -458,27 +468,27 @@ public:
   /// plus ZeRO-3's gather buffers (two blocks in flight).
   [[nodiscard]] double state_bytes() const noexcept { return states_; }
 
-private:
+ private:
   [[nodiscard]] double compute_state_bytes() const noexcept {
     const double states = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
     if (training_.zero_stage < 3) return states;
     return states + 2.0 * 2.0 * static_cast<double>(model_.block_params());
   }
 
-public:
-
+ public:
   /// Bytes kept per token per layer for backward (dcp/cost/activation_memory.hpp).
   [[nodiscard]] std::int64_t activation_bytes_per_token_layer() const noexcept {
     return detail::activation_bytes_per_token_layer(model_);
   }
 
   /// Bytes per token per layer that selective recomputation saves.
-  [[nodiscard]]
-  std::int64_t saved_by_selective() const noexcept { return detail::bytes_saved_by_selective(model_); }
+  [[nodiscard]] std::int64_t saved_by_selective() const noexcept {
+    return detail::bytes_saved_by_selective(model_);
+  }
 
   /// Activations, transients, logits and SP buffers per GPU (§4.2, §4.3).
-  [[nodiscard]]
-  double activation_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double activation_bytes(const micro_batch_shape& s,
+                                        const execution_config& c) const noexcept {
     return activations_(s, c);
   }
 
@@ -487,13 +497,14 @@ public:
            a.constants_ == b.constants_;
   }
 
-private:
+ private:
   // Quantities every call needs, computed once: the planner evaluates the model millions of
   // times per second.
   void derive() noexcept {
     per_token_params_ = static_cast<double>(model_.per_token_params());
-    block_share_ = static_cast<double>(model_.layers * detail::recomputed_params_per_token_block(model_)) /
-                   per_token_params_;
+    block_share_ =
+        static_cast<double>(model_.layers * detail::recomputed_params_per_token_block(model_)) /
+        per_token_params_;
     selective_saving_ = static_cast<double>(saved_by_selective());
     states_ = compute_state_bytes();
     dense_rate_ = constants_.dense_efficiency * cluster_.gpu.peak_flops;
@@ -519,4 +530,4 @@ private:
 
 static_assert(cost_model<analytic_cost_model>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "dcp/concepts/cost_model.hpp"
-#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/execution_report.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/training.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
@@ -60,13 +60,13 @@ struct observation {
 
 /// How well the current fit explains the observations it was made from.
 struct calibration_report {
-  std::size_t observations = 0;      ///< in the window
-  std::size_t time_rows = 0;         ///< with measured seconds
-  std::size_t memory_rows = 0;       ///< with measured peak bytes
-  std::int64_t out_of_memory = 0;    ///< out-of-memory reports ever observed
-  double time_rms_error = 0;         ///< of predicted / measured - 1, full-weight rows
-  double time_max_error = 0;         ///< largest |predicted / measured - 1| over all rows
-  double memory_safety = 1;          ///< factor that makes predicted peaks cover the measured
+  std::size_t observations = 0;    ///< in the window
+  std::size_t time_rows = 0;       ///< with measured seconds
+  std::size_t memory_rows = 0;     ///< with measured peak bytes
+  std::int64_t out_of_memory = 0;  ///< out-of-memory reports ever observed
+  double time_rms_error = 0;       ///< of predicted / measured - 1, full-weight rows
+  double time_max_error = 0;       ///< largest |predicted / measured - 1| over all rows
+  double memory_safety = 1;        ///< factor that makes predicted peaks cover the measured
 };
 
 namespace detail {
@@ -77,12 +77,12 @@ struct time_terms_of {
   static constexpr std::size_t count = 1;
   static constexpr std::array<double, 1> priors{1.0};
   static constexpr std::array<std::string_view, 1> names{"seconds"};
-  [[nodiscard]]
-  static std::array<double, 1> values(const M& m, const micro_batch_shape& s, const execution_config& c) {
+  [[nodiscard]] static std::array<double, 1> values(const M& m, const micro_batch_shape& s,
+                                                    const execution_config& c) {
     return {static_cast<double>(m.seconds(s, c))};
   }
   [[nodiscard]] static std::array<double, 1> marginals(const M& m, const micro_batch_shape& s,
-                                         const execution_config& c) {
+                                                       const execution_config& c) {
     if constexpr (requires { m.marginal_seconds(s, c); })
       return {static_cast<double>(m.marginal_seconds(s, c))};
     else
@@ -96,12 +96,12 @@ struct time_terms_of<M> {
   static constexpr std::size_t count = M::time_term_count;
   static constexpr std::array<double, count> priors = M::time_term_priors;
   static constexpr std::array<std::string_view, count> names = M::time_term_names;
-  [[nodiscard]]
-  static std::array<double, count> values(const M& m, const micro_batch_shape& s, const execution_config& c) {
+  [[nodiscard]] static std::array<double, count> values(const M& m, const micro_batch_shape& s,
+                                                        const execution_config& c) {
     return m.time_terms(s, c);
   }
   [[nodiscard]] static std::array<double, count> marginals(const M& m, const micro_batch_shape& s,
-                                             const execution_config& c) {
+                                                           const execution_config& c) {
     return m.marginal_time_terms(s, c);
   }
 };
@@ -112,8 +112,8 @@ template <class M>
 struct memory_terms_of {
   static constexpr std::size_t count = 1;
   static constexpr std::array<std::string_view, 1> names{"peak"};
-  [[nodiscard]]
-  static std::array<double, 1> values(const M& m, const micro_batch_shape& s, const execution_config& c) {
+  [[nodiscard]] static std::array<double, 1> values(const M& m, const micro_batch_shape& s,
+                                                    const execution_config& c) {
     return {static_cast<double>(m.peak_bytes(s, c))};
   }
 };
@@ -122,8 +122,8 @@ template <has_memory_terms M>
 struct memory_terms_of<M> {
   static constexpr std::size_t count = M::memory_term_count;
   static constexpr std::array<std::string_view, count> names = M::memory_term_names;
-  [[nodiscard]]
-  static std::array<double, count> values(const M& m, const micro_batch_shape& s, const execution_config& c) {
+  [[nodiscard]] static std::array<double, count> values(const M& m, const micro_batch_shape& s,
+                                                        const execution_config& c) {
     return m.memory_terms(s, c);
   }
 };
@@ -134,9 +134,9 @@ using square_matrix = std::array<std::array<double, K>, K>;
 /// Solves A_FF x = b_F on the indices where `free` is set (Gaussian elimination with partial
 /// pivoting); the result is scattered back to K entries, 0 elsewhere.
 template <std::size_t K>
-[[nodiscard]]
-std::array<double, K> solve_on_free_set(const square_matrix<K>& a, const std::array<double, K>& b,
-                                        const std::array<bool, K>& free) {
+[[nodiscard]] std::array<double, K> solve_on_free_set(const square_matrix<K>& a,
+                                                      const std::array<double, K>& b,
+                                                      const std::array<bool, K>& free) {
   std::array<std::size_t, K> index{};
   std::size_t n = 0;
   for (std::size_t k = 0; k < K; ++k)
@@ -170,7 +170,8 @@ std::array<double, K> solve_on_free_set(const square_matrix<K>& a, const std::ar
 /// The clamped index whose gradient (Aw - b) is most negative (it wants to grow), or K if none.
 template <std::size_t K>
 [[nodiscard]] std::size_t most_violating(const square_matrix<K>& a, const std::array<double, K>& b,
-                           const std::array<bool, K>& free, const std::array<double, K>& w) {
+                                         const std::array<bool, K>& free,
+                                         const std::array<double, K>& w) {
   std::size_t best = K;
   double most = -1e-15;
   for (std::size_t k = 0; k < K; ++k) {
@@ -190,7 +191,7 @@ template <std::size_t K>
 /// whose gradient points inward, repeat.
 template <std::size_t K>
 [[nodiscard]] std::array<double, K> nonnegative_quadratic_minimum(const square_matrix<K>& a,
-                                                    const std::array<double, K>& b) {
+                                                                  const std::array<double, K>& b) {
   std::array<bool, K> free{};
   free.fill(true);
   std::array<double, K> w{};
@@ -246,7 +247,7 @@ template <std::size_t K>
 /// 1.345 robust standard deviations (from the median absolute residual), then threshold/residual.
 template <std::size_t K>
 [[nodiscard]] std::vector<double> huber_weights(const std::vector<std::array<double, K>>& rows,
-                                  const std::array<double, K>& w, double floor) {
+                                                const std::array<double, K>& w, double floor) {
   std::vector<double> residual(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     double predicted = 0;
@@ -267,8 +268,8 @@ template <std::size_t K>
 /// pulled toward `prior`, with Huber reweighting when `robust`. Terms never seen keep their prior.
 template <std::size_t K>
 [[nodiscard]] std::array<double, K> fit_relative(const std::vector<std::array<double, K>>& rows,
-                                   const std::array<double, K>& prior,
-                                   const calibration_options& options, bool robust) {
+                                                 const std::array<double, K>& prior,
+                                                 const calibration_options& options, bool robust) {
   if (rows.empty()) return prior;
   std::array<double, K> scale{};  // mean square of each term, for the ridge's units
   for (const auto& x : rows)
@@ -310,14 +311,13 @@ class calibrated {
   using time_basis = detail::time_terms_of<M>;
   using memory_basis = detail::memory_terms_of<M>;
 
-public:
+ public:
   static constexpr std::size_t time_term_count = time_basis::count;
   static constexpr std::size_t memory_term_count = memory_basis::count;
 
   explicit calibrated(M base, calibration_options options = {})
       : base_(std::move(base)), options_(options) {
-    if (options_.window < 1)
-      throw invalid_spec("calibration options: window = 0, must be >= 1");
+    if (options_.window < 1) throw invalid_spec("calibration options: window = 0, must be >= 1");
     const auto check = [](double value, const char* field) {
       if (!(value >= 0) || !std::isfinite(value))
         throw invalid_spec(std::string("calibration options: ") + field + " = " +
@@ -345,7 +345,8 @@ public:
   [[nodiscard]] double memory_budget() const noexcept {
     if (!memory_measured_) return static_cast<double>(base_.memory_budget());
     const double capacity = static_cast<double>(cluster().gpu.memory_bytes);
-    return capacity - std::max(training().headroom_bytes, options_.measured_headroom_fraction * capacity);
+    return capacity -
+           std::max(training().headroom_bytes, options_.measured_headroom_fraction * capacity);
   }
 
   // ---- predictions --------------------------------------------------------------------------
@@ -371,8 +372,8 @@ public:
   }
 
   /// A floor on what s adds to any micro-batch under c: the terms' own floors, reweighted.
-  [[nodiscard]]
-  double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const {
+  [[nodiscard]] double marginal_seconds(const micro_batch_shape& s,
+                                        const execution_config& c) const {
     const auto t = time_basis::marginals(base_, s, c);
     double out = 0;
     for (std::size_t k = 0; k < time_term_count; ++k) out += time_weights_[k] * t[k];
@@ -435,16 +436,18 @@ public:
   [[nodiscard]] double host_weight() const noexcept { return host_weight_; }
 
   /// The current weight of each time term (M's terms, in M::time_term_names order).
-  [[nodiscard]]
-  const std::array<double, time_term_count>& time_weights() const noexcept { return time_weights_; }
-  [[nodiscard]]
-  static constexpr std::array<std::string_view, time_term_count> time_term_names() noexcept {
+  [[nodiscard]] const std::array<double, time_term_count>& time_weights() const noexcept {
+    return time_weights_;
+  }
+  [[nodiscard]] static constexpr std::array<std::string_view, time_term_count>
+  time_term_names() noexcept {
     return time_basis::names;
   }
-  [[nodiscard]]
-  const std::array<double, memory_term_count>& memory_weights() const noexcept { return memory_weights_; }
-  [[nodiscard]]
-  static constexpr std::array<std::string_view, memory_term_count> memory_term_names() noexcept {
+  [[nodiscard]] const std::array<double, memory_term_count>& memory_weights() const noexcept {
+    return memory_weights_;
+  }
+  [[nodiscard]] static constexpr std::array<std::string_view, memory_term_count>
+  memory_term_names() noexcept {
     return memory_basis::names;
   }
   /// The factor on activation memory of (degree, sp) configurations from out-of-memory reports
@@ -474,7 +477,7 @@ public:
     return r;
   }
 
-private:
+ private:
   struct tightening {
     std::int64_t degree = 1;
     sequence_parallel sp = sequence_parallel::ulysses;
@@ -487,8 +490,8 @@ private:
     double fixed = 0;
     double growing = 0;
   };
-  [[nodiscard]]
-  memory_split memory_parts(const micro_batch_shape& s, const execution_config& c) const {
+  [[nodiscard]] memory_split memory_parts(const micro_batch_shape& s,
+                                          const execution_config& c) const {
     const auto m = memory_basis::values(base_, s, c);
     memory_split out;
     for (std::size_t k = 0; k < memory_term_count; ++k)
@@ -507,8 +510,9 @@ private:
     if (s.samples < 1 || s.tokens < s.samples || s.longest < 1 || s.longest > s.tokens ||
         !(s.attention_pairs >= 0) || !std::isfinite(s.attention_pairs))
       throw invalid_spec(where() + "shape has samples = " + std::to_string(s.samples) +
-                         ", tokens = " + std::to_string(s.tokens) + ", longest = " +
-                         std::to_string(s.longest) + ", pairs = " + std::to_string(s.attention_pairs) +
+                         ", tokens = " + std::to_string(s.tokens) +
+                         ", longest = " + std::to_string(s.longest) +
+                         ", pairs = " + std::to_string(s.attention_pairs) +
                          "; needs 1 <= samples <= tokens, 1 <= longest <= tokens, pairs >= 0");
     const auto measured = [&](double value, const char* field) {
       if (!(value >= 0) || !std::isfinite(value))
@@ -526,7 +530,9 @@ private:
       return 0.0;
     }
   }
-  [[nodiscard]] double host_floor(const execution_config& c) const { return host_weight_ * base_host(c); }
+  [[nodiscard]] double host_floor(const execution_config& c) const {
+    return host_weight_ * base_host(c);
+  }
 
   /// The host weight of refit(): keeps 1 when M has no host time or nothing was measured.
   void fit_host_weight() {
@@ -615,7 +621,8 @@ private:
       memory_safety_ = std::max(1.0, worst) * (1.0 + options_.memory_margin);
     }
     // Re-derive each configuration's tightening from the out-of-memory reports kept.
-    const double target = static_cast<double>(cluster().gpu.memory_bytes) * (1.0 + options_.oom_margin);
+    const double target =
+        static_cast<double>(cluster().gpu.memory_bytes) * (1.0 + options_.oom_margin);
     for (const auto& o : out_of_memory_shapes_) {
       auto [fixed, growing] = memory_parts(o.shape, o.config);
       fixed *= memory_safety_;
@@ -625,8 +632,10 @@ private:
       auto it = std::find_if(tightenings_.begin(), tightenings_.end(), [&](const tightening& t) {
         return t.degree == o.config.degree && t.sp == o.config.sp;
       });
-      if (it == tightenings_.end()) tightenings_.push_back({o.config.degree, o.config.sp, needed});
-      else it->factor = std::max(it->factor, needed);
+      if (it == tightenings_.end())
+        tightenings_.push_back({o.config.degree, o.config.sp, needed});
+      else
+        it->factor = std::max(it->factor, needed);
     }
   }
 
@@ -643,4 +652,4 @@ private:
   std::int64_t out_of_memory_ = 0;
 };
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

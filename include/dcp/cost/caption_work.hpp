@@ -21,8 +21,8 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 /// Block parameters a recomputed block's forward multiplies every sample token by: the block
 /// less its cross-attention k/v weights, which act on caption tokens (recomputed by
 /// caption_flops_per_text_token instead).
-[[nodiscard]]
-inline std::int64_t recomputed_params_per_token_block(const model_spec& model) noexcept {
+[[nodiscard]] inline std::int64_t recomputed_params_per_token_block(
+    const model_spec& model) noexcept {
   return model.block_params() - cross_attention_kv_weights(model);
 }
 
@@ -58,7 +58,7 @@ inline std::int64_t recomputed_params_per_token_block(const model_spec& model) n
 ///    embedding every block reads (h values): 2 text_embed_dim + 6h bytes per caption token.
 /// Model-only terms are kept in caption_memory, which the activation accounting builds once.
 class caption_memory {
-public:
+ public:
   caption_memory() = default;
   explicit caption_memory(const model_spec& model) noexcept
       : present_(model.has_cross_attention()),
@@ -71,12 +71,12 @@ public:
   /// Bytes per sample with `recomputed_layers` blocks fully recomputed.
   [[nodiscard]] double bytes_per_sample(std::int64_t recomputed_layers) const noexcept {
     if (!present_) return 0.0;
-    const double kv_blocks = static_cast<double>(layers_ - recomputed_layers) +
-                             (recomputed_layers > 0 ? 1.0 : 0.0);
+    const double kv_blocks =
+        static_cast<double>(layers_ - recomputed_layers) + (recomputed_layers > 0 ? 1.0 : 0.0);
     return text_ * (kv_blocks * 4.0 * h_ + embedder_);
   }
 
-private:
+ private:
   bool present_ = false;
   std::int64_t layers_ = 0;
   double h_ = 0, text_ = 0, embedder_ = 0;
@@ -87,4 +87,4 @@ private:
   return caption_memory(model).bytes_per_sample(recomputed_layers);
 }
 
-}  // namespace dcp::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::detail

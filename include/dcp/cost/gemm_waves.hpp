@@ -34,8 +34,8 @@ struct gemm_shape {
   const double h = static_cast<double>(m.hidden);
   const double f = static_cast<double>(m.ffn);
   const double layers = static_cast<double>(m.layers);
-  const double qkv = m.family == model_family::decoder_lm ? h + 2.0 * static_cast<double>(m.kv_hidden())
-                                                          : 3.0 * h;
+  const double qkv =
+      m.family == model_family::decoder_lm ? h + 2.0 * static_cast<double>(m.kv_hidden()) : 3.0 * h;
   return {{{h, qkv, layers},
            {h, h, layers},
            {h, h, m.has_cross_attention() ? 2.0 * layers : 0.0},
@@ -83,4 +83,4 @@ struct gemm_shape {
   return den > 0 ? num / den : 0.0;
 }
 
-}  // namespace dcp::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::detail

@@ -2,9 +2,9 @@
 // dcp::cuda::check: a failed CUDA runtime call as dcp::comm_error naming the call, the code and
 // CUDA's name and text for it (the same error type as a failed MPI or NCCL call). Link dcp::cuda.
 
-#include <cuda_runtime_api.h>
-
 #include <string>
+
+#include <cuda_runtime_api.h>
 
 #include "dcp/runtime/communicator.hpp"
 
@@ -31,4 +31,4 @@ inline void check(cudaError_t code, const char* call) {
   throw comm_error(call, static_cast<std::int64_t>(code), detail::error_text(code));
 }
 
-}  // namespace dcp::cuda
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::cuda

@@ -12,7 +12,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 /// cudaGetDevice, then cudaSetDevice(device) when it differs (both checked); the destructor sets
 /// the previous device back. Neither copyable nor movable: it belongs to one scope.
 class device_guard {
-public:
+ public:
   explicit device_guard(int device) : device_(device) {
     check(cudaGetDevice(&previous_), "cudaGetDevice");
     if (previous_ != device_) check(cudaSetDevice(device_), "cudaSetDevice");
@@ -28,9 +28,9 @@ public:
   /// The device that was current before the guard.
   [[nodiscard]] int previous() const noexcept { return previous_; }
 
-private:
+ private:
   int device_ = 0;
   int previous_ = 0;
 };
 
-}  // namespace dcp::cuda
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::cuda

@@ -3,9 +3,9 @@
 // pair of CUDA events. It is what an executor reports as execution_report::seconds: the GPU's
 // time for the micro-batch's work, not the host's time to enqueue it. Link dcp::cuda.
 
-#include <cuda_runtime_api.h>
-
 #include <utility>
+
+#include <cuda_runtime_api.h>
 
 #include "dcp/cuda/check.hpp"
 #include "dcp/error.hpp"
@@ -21,7 +21,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 /// construction; record them only on that device's streams. Every call is checked and a failure
 /// throws comm_error naming it (with no GPU, the constructor's "cudaEventCreate").
 class event_timer {
-public:
+ public:
   /// Events on the current device, recorded on `stream` (default: the legacy default stream).
   explicit event_timer(cudaStream_t stream = nullptr) : stream_(stream) {
     check(cudaEventCreate(&start_), "cudaEventCreate");
@@ -89,7 +89,7 @@ public:
     return seconds();
   }
 
-private:
+ private:
   void release() noexcept {
     // A failed destroy leaks one event handle at most; a destructor has nobody to report to.
     if (start_) (void)cudaEventDestroy(start_);
@@ -105,4 +105,4 @@ private:
   bool stopped_ = false;
 };
 
-}  // namespace dcp::cuda
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::cuda

@@ -3,9 +3,9 @@
 // events on the executor's stream, and the peak of the memory samples taken during it. Link
 // dcp::cuda.
 
-#include <cuda_runtime_api.h>
-
 #include <utility>
+
+#include <cuda_runtime_api.h>
 
 #include "dcp/cuda/event_timer.hpp"
 #include "dcp/cuda/memory_peak.hpp"
@@ -39,4 +39,4 @@ template <class F>
   return report;
 }
 
-}  // namespace dcp::cuda
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::cuda

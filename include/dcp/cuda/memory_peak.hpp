@@ -4,10 +4,10 @@
 // samples cudaMemGetInfo where the caller knows the peak is (after forward, when the activations
 // are live). Link dcp::cuda.
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <cstddef>
+
+#include <cuda_runtime_api.h>
 
 #include "dcp/cuda/check.hpp"
 
@@ -28,7 +28,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::cuda {
 /// The largest device_bytes_in_use() among its samples: one at construction or reset(), one per
 /// sample(). Memory taken and given back between two samples is not seen.
 class memory_peak {
-public:
+ public:
   memory_peak() : peak_(device_bytes_in_use()) {}
 
   /// Forgets the samples so far and takes a new first one.
@@ -42,8 +42,8 @@ public:
   /// The largest sample so far, in bytes.
   [[nodiscard]] std::size_t peak_bytes() const noexcept { return peak_; }
 
-private:
+ private:
   std::size_t peak_ = 0;
 };
 
-}  // namespace dcp::cuda
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::cuda

@@ -21,16 +21,16 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 inline constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
 
 /// a + b, or nullopt where int64 cannot hold it.
-[[nodiscard]]
-constexpr std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) noexcept {
+[[nodiscard]] constexpr std::optional<std::int64_t> checked_add(std::int64_t a,
+                                                                std::int64_t b) noexcept {
   std::int64_t out = 0;
   if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
   return out;
 }
 
 /// a * b, or nullopt where int64 cannot hold it.
-[[nodiscard]]
-constexpr std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) noexcept {
+[[nodiscard]] constexpr std::optional<std::int64_t> checked_mul(std::int64_t a,
+                                                                std::int64_t b) noexcept {
   std::int64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
   return out;
@@ -44,20 +44,20 @@ struct checked_int64 {
 
   constexpr checked_int64(std::int64_t v = 0) noexcept : value(v) {}  // NOLINT: implicit on purpose
 
-  [[nodiscard]]
-  friend constexpr checked_int64 operator+(checked_int64 a, checked_int64 b) noexcept {
+  [[nodiscard]] friend constexpr checked_int64 operator+(checked_int64 a,
+                                                         checked_int64 b) noexcept {
     checked_int64 out;
     out.overflow = a.overflow || b.overflow || __builtin_add_overflow(a.value, b.value, &out.value);
     return out;
   }
-  [[nodiscard]]
-  friend constexpr checked_int64 operator-(checked_int64 a, checked_int64 b) noexcept {
+  [[nodiscard]] friend constexpr checked_int64 operator-(checked_int64 a,
+                                                         checked_int64 b) noexcept {
     checked_int64 out;
     out.overflow = a.overflow || b.overflow || __builtin_sub_overflow(a.value, b.value, &out.value);
     return out;
   }
-  [[nodiscard]]
-  friend constexpr checked_int64 operator*(checked_int64 a, checked_int64 b) noexcept {
+  [[nodiscard]] friend constexpr checked_int64 operator*(checked_int64 a,
+                                                         checked_int64 b) noexcept {
     checked_int64 out;
     out.overflow = a.overflow || b.overflow || __builtin_mul_overflow(a.value, b.value, &out.value);
     return out;
@@ -119,4 +119,4 @@ inline void require_fraction(double value, std::string_view where, std::string_v
                        ", must be in (0, 1]");
 }
 
-}  // namespace dcp::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::detail

@@ -13,7 +13,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 template <class Fits>
 [[nodiscard]] std::int64_t largest_fitting(Fits&& fits, std::int64_t most) {
   if (most < 1 || !fits(std::int64_t{1})) return 0;
-  std::int64_t low = 1;  // fits
+  std::int64_t low = 1;   // fits
   std::int64_t high = 0;  // does not fit
   for (;;) {
     const std::int64_t next = low > most / 2 ? most : 2 * low;
@@ -31,4 +31,4 @@ template <class Fits>
   return low;
 }
 
-}  // namespace dcp::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::detail

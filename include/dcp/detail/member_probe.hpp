@@ -13,13 +13,14 @@
 
 #include "dcp/config.hpp"
 
-#define DCP_DETAIL_MEMBER_PROBE(name)                                                         \
-  struct member_probe_base_##name {                                                         \
-    int name;                                                                               \
-  };                                                                                        \
-  template <class T>                                                                        \
-  struct member_probe_##name : T, member_probe_base_##name {};                              \
-  template <class T>                                                                        \
-  concept declares_##name =                                                                 \
-      std::is_class_v<T> && ((std::is_final_v<T> && requires { &T::name; }) ||               \
-                             (!std::is_final_v<T> && !requires { &member_probe_##name<T>::name; }))
+#define DCP_DETAIL_MEMBER_PROBE(name)                          \
+  struct member_probe_base_##name {                            \
+    int name;                                                  \
+  };                                                           \
+  template <class T>                                           \
+  struct member_probe_##name : T, member_probe_base_##name {}; \
+  template <class T>                                           \
+  concept declares_##name =                                    \
+      std::is_class_v<T> &&                                    \
+      ((std::is_final_v<T> && requires { &T::name; }) ||       \
+       (!std::is_final_v<T> && !requires { &member_probe_##name<T>::name; }))

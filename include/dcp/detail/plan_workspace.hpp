@@ -30,7 +30,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 class plan_workspace {
-public:
+ public:
   /// The batch size from which a plan uses the workspace: about where its largest array (the
   /// samples, 56 bytes each) nears the 32 MiB kept from (below, a plan leaves its memory to the
   /// allocator alone, and its order of frees and faults is as without a workspace).
@@ -39,7 +39,8 @@ public:
   static constexpr std::size_t default_keep_from = std::size_t{32} << 20;
 
   /// A workspace that keeps buffers of `keep_from` bytes or more.
-  explicit plan_workspace(std::size_t keep_from = default_keep_from) noexcept : keep_from_(keep_from) {}
+  explicit plan_workspace(std::size_t keep_from = default_keep_from) noexcept
+      : keep_from_(keep_from) {}
 
   /// An empty vector for `at_least` elements of T: of the buffers kept for T, the smallest that
   /// holds them, else the largest (none where nothing is kept), so that buffers of one element
@@ -50,12 +51,13 @@ public:
     if (kept.empty()) return {};
     constexpr auto most_bytes = std::numeric_limits<std::size_t>::max();
     const std::size_t need = at_least > most_bytes / sizeof(T) ? most_bytes : at_least * sizeof(T);
-    const auto pick = std::min_element(kept.begin(), kept.end(), [need](const entry& a, const entry& b) {
-      const bool a_holds = a.bytes >= need;
-      const bool b_holds = b.bytes >= need;
-      if (a_holds != b_holds) return a_holds;
-      return a_holds ? a.bytes < b.bytes : a.bytes > b.bytes;
-    });
+    const auto pick =
+        std::min_element(kept.begin(), kept.end(), [need](const entry& a, const entry& b) {
+          const bool a_holds = a.bytes >= need;
+          const bool b_holds = b.bytes >= need;
+          if (a_holds != b_holds) return a_holds;
+          return a_holds ? a.bytes < b.bytes : a.bytes > b.bytes;
+        });
     auto out = std::move(std::any_cast<std::vector<T>&>(pick->buffer));
     kept_bytes_ -= pick->bytes;
     kept.erase(pick);
@@ -76,8 +78,8 @@ public:
     kept.push_back({bytes, std::any(std::move(buffer))});
     kept_bytes_ += bytes;
     if (kept.size() <= most) return;
-    const auto smallest = std::min_element(kept.begin(), kept.end(),
-                                           [](const entry& a, const entry& b) { return a.bytes < b.bytes; });
+    const auto smallest = std::min_element(
+        kept.begin(), kept.end(), [](const entry& a, const entry& b) { return a.bytes < b.bytes; });
     kept_bytes_ -= smallest->bytes;
     kept.erase(smallest);
   }
@@ -94,7 +96,7 @@ public:
   /// Bytes of the buffers kept.
   [[nodiscard]] std::size_t kept_bytes() const noexcept { return kept_bytes_; }
 
-private:
+ private:
   static constexpr std::size_t most = 8;  // buffers per element type
   // Smaller buffers are left to the allocator, which keeps and reuses them itself: glibc serves
   // blocks below 32 MiB from its heap (once a block of that size has been freed) and maps larger
@@ -123,7 +125,7 @@ private:
 /// holder is destroyed.
 template <class T>
 class kept_buffer {
-public:
+ public:
   /// For `at_least` elements (plan_workspace::take).
   kept_buffer(plan_workspace* workspace, std::size_t at_least) : workspace_(workspace) {
     if (workspace_ != nullptr) buffer_ = workspace_->take<T>(at_least);
@@ -136,7 +138,7 @@ public:
   [[nodiscard]] std::vector<T>& operator*() noexcept { return buffer_; }
   [[nodiscard]] std::vector<T>* operator->() noexcept { return &buffer_; }
 
-private:
+ private:
   plan_workspace* workspace_;
   std::vector<T> buffer_;
 };

@@ -5,8 +5,6 @@
 // Every MPI call's return code is checked; a failure throws dcp::comm_error naming the call and
 // the code. Link dcp::mpi.
 
-#include <mpi.h>
-
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -23,6 +21,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <mpi.h>
 
 #include "dcp/error.hpp"
 #include "dcp/runtime/communicator.hpp"
@@ -106,12 +106,14 @@ namespace detail {
 /// with options.finalize_timeout, when the other ranks do not reach their destructors in time.
 /// `run` is the easy way to use it: every exception, and every non-zero return, ends the job.
 class environment {
-public:
+ public:
   environment() : environment(nullptr, nullptr) {}
   explicit environment(int* argc, char*** argv, environment_options options = {})
       : options_(options), uncaught_(std::uncaught_exceptions()) {
     if (options_.abort_code == 0)
-      throw error("dcp::mpi::environment: options.abort_code = 0, must be non-zero (the job's exit code on abort)");
+      throw error(
+          "dcp::mpi::environment: options.abort_code = 0, must be non-zero (the job's exit code on "
+          "abort)");
     if (options_.finalize_timeout.count() < 0)
       throw error("dcp::mpi::environment: options.finalize_timeout = " +
                   std::to_string(options_.finalize_timeout.count()) + " ms, must be >= 0");
@@ -133,10 +135,11 @@ public:
     int finalised = 0;
     if (MPI_Finalized(&finalised) != MPI_SUCCESS || finalised) return;
     if (std::uncaught_exceptions() > uncaught_)
-      abort_job("an exception is unwinding through dcp::mpi::environment, so this rank will not "
-                "reach the collectives the others may be waiting in (catch and print it inside "
-                "the environment's scope, or use dcp::mpi::environment::run)",
-                options_.abort_code);
+      abort_job(
+          "an exception is unwinding through dcp::mpi::environment, so this rank will not "
+          "reach the collectives the others may be waiting in (catch and print it inside "
+          "the environment's scope, or use dcp::mpi::environment::run)",
+          options_.abort_code);
     if (options_.finalize_timeout.count() > 0) wait_for_every_rank();
     if (finalize_comm_ != MPI_COMM_NULL) MPI_Comm_free(&finalize_comm_);
     MPI_Finalize();
@@ -148,7 +151,8 @@ public:
   /// its result after MPI_Finalize. Any exception out of fn is printed with this rank's number
   /// and ends the job (abort_job, options.abort_code); so does a non-zero return (with that
   /// code), since this rank cannot know whether the others still wait for it. Use as
-  ///   int main(int argc, char** argv) { return dcp::mpi::environment::run(argc, argv, [&] { ... }); }
+  ///   int main(int argc, char** argv) { return dcp::mpi::environment::run(argc, argv, [&] { ...
+  ///   }); }
   template <class F>
     requires std::invocable<F&>
   [[nodiscard]] static int run(int& argc, char**& argv, F&& fn, environment_options options = {}) {
@@ -176,12 +180,13 @@ public:
     return 0;
   }
 
-private:
+ private:
   /// MPI_Ibarrier on finalize_comm_, tested until every rank is in its destructor or the
   /// timeout passes (then the job is aborted).
   void wait_for_every_rank() noexcept {
     MPI_Request request = MPI_REQUEST_NULL;
-    if (finalize_comm_ == MPI_COMM_NULL || MPI_Ibarrier(finalize_comm_, &request) != MPI_SUCCESS) return;
+    if (finalize_comm_ == MPI_COMM_NULL || MPI_Ibarrier(finalize_comm_, &request) != MPI_SUCCESS)
+      return;
     const auto deadline = std::chrono::steady_clock::now() + options_.finalize_timeout;
     int done = 0;
     while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
@@ -207,7 +212,7 @@ private:
 /// move-only. Borrowed (`borrowed`, `world()`): never freed, e.g. MPI_COMM_WORLD. Either way the
 /// communicator's error handler is set to MPI_ERRORS_RETURN.
 class communicator {
-public:
+ public:
   /// A handle on MPI_COMM_WORLD (borrowed).
   [[nodiscard]] static communicator world() { return borrowed(MPI_COMM_WORLD); }
   /// A handle that never frees `comm`.
@@ -242,8 +247,8 @@ public:
   /// split() inherit it. Every rank should set the same value.
   void set_collective_timeout(std::chrono::milliseconds timeout, int abort_code = 1) {
     if (timeout.count() < 0)
-      throw error("dcp::mpi::communicator: collective timeout = " + std::to_string(timeout.count()) +
-                  " ms, must be >= 0");
+      throw error("dcp::mpi::communicator: collective timeout = " +
+                  std::to_string(timeout.count()) + " ms, must be >= 0");
     if (abort_code == 0) throw error("dcp::mpi::communicator: abort_code = 0, must be non-zero");
     timeout_ = timeout;
     abort_code_ = abort_code;
@@ -267,11 +272,13 @@ public:
     std::vector<std::int64_t> out(static_cast<std::size_t>(size_) * mine.size());
     // MPI wants a non-null buffer even for a zero count on some implementations.
     std::int64_t dummy = 0;
-    const void* send = mine.empty() ? static_cast<const void*>(&dummy) : static_cast<const void*>(mine.data());
+    const void* send =
+        mine.empty() ? static_cast<const void*>(&dummy) : static_cast<const void*>(mine.data());
     void* receive = out.empty() ? static_cast<void*>(&dummy) : static_cast<void*>(out.data());
     const int count = static_cast<int>(mine.size());
     if (timeout_.count() == 0) {
-      check(MPI_Allgather(send, count, MPI_INT64_T, receive, count, MPI_INT64_T, comm_), "MPI_Allgather");
+      check(MPI_Allgather(send, count, MPI_INT64_T, receive, count, MPI_INT64_T, comm_),
+            "MPI_Allgather");
       return out;
     }
     MPI_Request request = MPI_REQUEST_NULL;
@@ -293,7 +300,7 @@ public:
     return child;
   }
 
-private:
+ private:
   /// Tests `request` until it completes or the collective timeout passes; then ends the job.
   void wait_or_abort(MPI_Request& request, const char* call) {
     const auto start = std::chrono::steady_clock::now();
@@ -307,14 +314,17 @@ private:
                      "%s: %s did not complete within %lld ms (the communicator's collective "
                      "timeout): another of its %d ranks has not joined it (stuck in its executor, "
                      "or gone); ending the job\n",
-                     detail::world_rank_text().c_str(), call, static_cast<long long>(timeout_.count()), size_);
+                     detail::world_rank_text().c_str(), call,
+                     static_cast<long long>(timeout_.count()), size_);
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, abort_code_);
         std::abort();  // MPI_Abort does not return
       }
       // Spin briefly (a collective usually completes within microseconds), then sleep.
-      if (polls < 1000) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (polls < 1000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
 
@@ -331,7 +341,8 @@ private:
   }
 
   void release() noexcept {
-    if (owned_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);  // nothing to report to in a destructor
+    if (owned_ && comm_ != MPI_COMM_NULL)
+      MPI_Comm_free(&comm_);  // nothing to report to in a destructor
     comm_ = MPI_COMM_NULL;
     owned_ = false;
   }
@@ -346,4 +357,4 @@ private:
 
 static_assert(dcp::communicator<communicator>);
 
-}  // namespace dcp::mpi
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::mpi

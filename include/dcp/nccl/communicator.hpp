@@ -5,9 +5,6 @@
 // checked; a failure throws dcp::comm_error naming the call and the code. Needs NCCL 2.18 or
 // later (ncclCommSplit). Link dcp::nccl.
 
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -18,6 +15,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "dcp/cuda/check.hpp"
 #include "dcp/cuda/device_guard.hpp"
@@ -54,7 +54,7 @@ inline void check_cuda(cudaError_t code, const char* call) { cuda::check(code, c
 /// waits for it: the runtime exchanges a few integers per step, so simplicity beats overlap.
 /// Calls make the handle's device current for their duration and then restore the caller's.
 class communicator {
-public:
+ public:
   /// Words of an ncclUniqueId as it travels through dcp::communicator::all_gather.
   static constexpr std::size_t id_words = sizeof(ncclUniqueId) / sizeof(std::int64_t);
   static_assert(sizeof(ncclUniqueId) == id_words * sizeof(std::int64_t));
@@ -69,8 +69,8 @@ public:
   /// ncclCommInitRank: rank `rank` of `size` on GPU `device`, every rank passing the same `id`.
   /// Collective over the `size` ranks. Leaves `device` current on the calling thread, as NCCL's
   /// initialisation needs it to be. Bad arguments throw dcp::error naming them.
-  [[nodiscard]]
-  static communicator init_rank(const ncclUniqueId& id, int rank, int size, int device) {
+  [[nodiscard]] static communicator init_rank(const ncclUniqueId& id, int rank, int size,
+                                              int device) {
     if (size < 1 || rank < 0 || rank >= size || device < 0)
       throw error("dcp::nccl::communicator::init_rank: rank = " + std::to_string(rank) +
                   ", size = " + std::to_string(size) + ", device = " + std::to_string(device) +
@@ -219,7 +219,7 @@ public:
       check_cuda(cudaStreamDestroy(std::exchange(stream_, nullptr)), "cudaStreamDestroy");
   }
 
-private:
+ private:
   /// Adopts `comm` (owned from here on, also when this constructor throws): its stream, rank and
   /// size.
   communicator(ncclComm_t comm, int device) : comm_(comm), device_(device) {
@@ -284,4 +284,4 @@ private:
 
 static_assert(dcp::communicator<communicator>);
 
-}  // namespace dcp::nccl
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::nccl

@@ -230,4 +230,4 @@ inline void write_json(std::ostream& os, const step_plan& plan, const json_optio
   return os.str();
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

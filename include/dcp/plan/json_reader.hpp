@@ -27,7 +27,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 
 /// A plan document that is not valid JSON, or not a valid `dcp.step_plan/1`.
 class invalid_plan : public error {
-public:
+ public:
   using error::error;
 };
 
@@ -69,12 +69,12 @@ namespace json {
 struct value {
   enum class kind { null, boolean, number, string, array, object } type = kind::null;
   bool boolean = false;
-  std::string text;                 ///< number text or string contents
-  std::vector<value> items;         ///< array elements
-  std::vector<std::string> keys;    ///< object members in document order (no key twice)...
-  std::vector<value> values;        ///< ...and their values
-  std::size_t line = 1;             ///< where the value starts, for error messages (1-based)
-  std::size_t column = 1;           ///< byte on that line where it starts (1-based)
+  std::string text;               ///< number text or string contents
+  std::vector<value> items;       ///< array elements
+  std::vector<std::string> keys;  ///< object members in document order (no key twice)...
+  std::vector<value> values;      ///< ...and their values
+  std::size_t line = 1;           ///< where the value starts, for error messages (1-based)
+  std::size_t column = 1;         ///< byte on that line where it starts (1-based)
 
   /// The member `key`, or nullptr.
   [[nodiscard]] const value* find(std::string_view key) const noexcept {
@@ -86,8 +86,9 @@ struct value {
   /// The member `key`; throws invalid_plan naming `path` when it is missing.
   [[nodiscard]] const value& at(std::string_view key, std::string_view path) const {
     if (const value* member = find(key)) return *member;
-    throw invalid_plan(std::string(path) + ": missing field '" + excerpt(key) + "' (object at line " +
-                       std::to_string(line) + ", column " + std::to_string(column) + ")");
+    throw invalid_plan(std::string(path) + ": missing field '" + excerpt(key) +
+                       "' (object at line " + std::to_string(line) + ", column " +
+                       std::to_string(column) + ")");
   }
   [[nodiscard]] const value& operator[](std::string_view key) const { return at(key, "object"); }
   [[nodiscard]] double number() const;
@@ -103,18 +104,24 @@ struct value {
 /// `v` in a few words for an error message: scalars as written (cut when long), containers by size.
 [[nodiscard]] inline std::string describe(const value& v) {
   switch (v.type) {
-    case value::kind::null: return "null";
-    case value::kind::boolean: return v.boolean ? "true" : "false";
-    case value::kind::number: return excerpt(v.text);
-    case value::kind::string: return '"' + excerpt(v.text) + '"';
-    case value::kind::array: return "an array of " + std::to_string(v.items.size()) + " values";
-    case value::kind::object: return "an object of " + std::to_string(v.keys.size()) + " members";
+    case value::kind::null:
+      return "null";
+    case value::kind::boolean:
+      return v.boolean ? "true" : "false";
+    case value::kind::number:
+      return excerpt(v.text);
+    case value::kind::string:
+      return '"' + excerpt(v.text) + '"';
+    case value::kind::array:
+      return "an array of " + std::to_string(v.items.size()) + " values";
+    case value::kind::object:
+      return "an object of " + std::to_string(v.keys.size()) + " members";
   }
   return "a value";
 }
 
 class reader {
-public:
+ public:
   /// Containers nested deeper than this are refused: the parser recurses once per level.
   static constexpr int max_depth = 64;
 
@@ -131,7 +138,7 @@ public:
     return v;
   }
 
-private:
+ private:
   // One step of the path to the value being parsed: a member name (raw, as written) or an index.
   struct segment {
     std::string_view key{};
@@ -144,8 +151,10 @@ private:
   [[nodiscard]] std::string path() const {
     std::string out(source_);
     for (const auto& step : path_) {
-      if (step.is_key) out += '.' + excerpt(step.key);
-      else out += '[' + std::to_string(step.index) + ']';
+      if (step.is_key)
+        out += '.' + excerpt(step.key);
+      else
+        out += '[' + std::to_string(step.index) + ']';
     }
     return out;
   }
@@ -190,7 +199,8 @@ private:
     return text_[at_];
   }
   void expect(char c, std::string_view after) {
-    if (peek() != c) fail(std::string("expected '") + c + "' " + std::string(after) + ", found " + found());
+    if (peek() != c)
+      fail(std::string("expected '") + c + "' " + std::string(after) + ", found " + found());
     ++at_;
   }
   [[nodiscard]] bool literal(std::string_view word) {
@@ -309,7 +319,8 @@ private:
     if (text_[at_] == '-') ++at_;
     if (at_ < text_.size() && text_[at_] == '0') {
       ++at_;
-      if (digit()) fail("a number starting with 0 is followed by a digit (JSON has no leading zeros)");
+      if (digit())
+        fail("a number starting with 0 is followed by a digit (JSON has no leading zeros)");
     } else {
       digits("at the start of the number");
     }
@@ -342,7 +353,8 @@ private:
         ++at_;
         return out;
       }
-      if (byte < 0x20) fail("raw control character (" + found() + ") in a string: write it as an escape");
+      if (byte < 0x20)
+        fail("raw control character (" + found() + ") in a string: write it as an escape");
       if (byte >= 0x80) {
         const std::size_t length = utf8_length();
         if (length == 0) fail("invalid UTF-8 (" + found() + ") in a string");
@@ -353,22 +365,41 @@ private:
       ++at_;  // the backslash
       if (at_ >= text_.size()) fail("unterminated escape");
       switch (text_[at_++]) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned code = hex4();
-          if (code >= 0xDC00 && code <= 0xDFFF) fail("\\u escape of a low surrogate without a high one");
+          if (code >= 0xDC00 && code <= 0xDFFF)
+            fail("\\u escape of a low surrogate without a high one");
           if (code >= 0xD800 && code <= 0xDBFF) {
-            if (text_.substr(at_, 2) != "\\u") fail("\\u escape of a high surrogate not followed by a low one");
+            if (text_.substr(at_, 2) != "\\u")
+              fail("\\u escape of a high surrogate not followed by a low one");
             at_ += 2;
             const unsigned low = hex4();
-            if (low < 0xDC00 || low > 0xDFFF) fail("\\u escape of a high surrogate not followed by a low one");
+            if (low < 0xDC00 || low > 0xDFFF)
+              fail("\\u escape of a high surrogate not followed by a low one");
             code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
           }
           append_utf8(out, code);
@@ -386,10 +417,14 @@ private:
     for (int i = 0; i < 4; ++i) {
       const char c = at_ < text_.size() ? text_[at_] : '\0';
       unsigned digit = 0;
-      if (c >= '0' && c <= '9') digit = static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') digit = static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') digit = static_cast<unsigned>(c - 'A' + 10);
-      else fail("bad \\u escape: expected 4 hex digits, found " + found());
+      if (c >= '0' && c <= '9')
+        digit = static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        digit = static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        digit = static_cast<unsigned>(c - 'A' + 10);
+      else
+        fail("bad \\u escape: expected 4 hex digits, found " + found());
       code = code * 16 + digit;
       ++at_;
     }
@@ -465,12 +500,23 @@ inline const value& require(const value& v, value::kind type, std::string_view p
   if (v.type == type) return v;
   const char* expected = "null";
   switch (type) {
-    case value::kind::null: break;
-    case value::kind::boolean: expected = "true or false"; break;
-    case value::kind::number: expected = "a number"; break;
-    case value::kind::string: expected = "a string"; break;
-    case value::kind::array: expected = "an array"; break;
-    case value::kind::object: expected = "an object"; break;
+    case value::kind::null:
+      break;
+    case value::kind::boolean:
+      expected = "true or false";
+      break;
+    case value::kind::number:
+      expected = "a number";
+      break;
+    case value::kind::string:
+      expected = "a string";
+      break;
+    case value::kind::array:
+      expected = "an array";
+      break;
+    case value::kind::object:
+      expected = "an object";
+      break;
   }
   reject(v, path, std::string("expected ") + expected + ", found " + describe(v));
 }
@@ -500,8 +546,9 @@ template <class T>
 [[nodiscard]] T as(const value& v, std::string_view path) {
   static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>);
   if (v.type != value::kind::number)
-    reject(v, path, std::string(std::is_integral_v<T> ? "expected an integer" : "expected a number") +
-                        ", found " + describe(v));
+    reject(v, path,
+           std::string(std::is_integral_v<T> ? "expected an integer" : "expected a number") +
+               ", found " + describe(v));
   T out{};
   if (try_as(v, out)) return out;
   if constexpr (std::is_integral_v<T>) {
@@ -511,9 +558,10 @@ template <class T>
       reject(v, path, excerpt(v.text) + " is negative: expected " + integer_kind<T>());
     reject(v, path, excerpt(v.text) + " is outside the range of " + integer_kind<T>());
   } else {
-    reject(v, path, excerpt(v.text) + " is not representable as a double (nonzero magnitudes " +
-                        number_text(std::numeric_limits<double>::denorm_min()) + " to " +
-                        number_text(std::numeric_limits<double>::max()) + ")");
+    reject(v, path,
+           excerpt(v.text) + " is not representable as a double (nonzero magnitudes " +
+               number_text(std::numeric_limits<double>::denorm_min()) + " to " +
+               number_text(std::numeric_limits<double>::max()) + ")");
   }
 }
 
@@ -543,8 +591,8 @@ template <class T>
 /// not negative, integers fit their type; unknown fields are ignored. Whether the plan is valid
 /// for a batch and a cluster is validate_plan's job. Errors name the field's path, its line and
 /// column, and the value found.
-[[nodiscard]]
-inline step_plan read_plan_json(std::string_view text, std::string_view source = "<plan>") {
+[[nodiscard]] inline step_plan read_plan_json(std::string_view text,
+                                              std::string_view source = "<plan>") {
   using json::value;
   using kind = value::kind;
   const auto doc = json::parse(text, source);
@@ -565,7 +613,8 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
   plan.gpus_per_node = plan.gpus;
   if (const auto* per_node = doc.find("gpus_per_node"))
     plan.gpus_per_node = json::at_least<std::int64_t>(*per_node, where + ".gpus_per_node", 1);
-  auto amount = [&](const value& object, const std::string& parent, std::string_view key, double& out) {
+  auto amount = [&](const value& object, const std::string& parent, std::string_view key,
+                    double& out) {
     if (const auto* v = object.find(key)) out = json::at_least(*v, field(parent, key), 0.0);
   };
   amount(doc, where, "makespan_seconds", plan.makespan_seconds);
@@ -574,7 +623,8 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
   amount(doc, where, "gradient_sync_seconds", plan.gradient_sync_seconds);
   amount(doc, where, "best_static_seconds", plan.best_static_seconds);
   if (const auto* degree = doc.find("best_static_degree"))
-    plan.best_static_degree = json::at_least<std::int64_t>(*degree, where + ".best_static_degree", 0);
+    plan.best_static_degree =
+        json::at_least<std::int64_t>(*degree, where + ".best_static_degree", 0);
   // Derived fields, recomputed from the rest: checked for their type, not kept.
   for (const std::string_view key : {"gap", "idle_fraction"})
     if (const auto* v = doc.find(key)) (void)json::as<double>(*v, field(where, key));
@@ -587,13 +637,14 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
                    json::describe(*fingerprint) + ", expected 16 lowercase hex digits");
   }
   if (const auto* u = doc.find("hybrid_ulysses_degree"))
-    plan.hybrid_ulysses_degree = json::at_least<std::int64_t>(*u, where + ".hybrid_ulysses_degree", 0);
+    plan.hybrid_ulysses_degree =
+        json::at_least<std::int64_t>(*u, where + ".hybrid_ulysses_degree", 0);
   if (const auto* barriers = doc.find("barriers")) {
     const auto& items = json::require(*barriers, kind::array, where + ".barriers").items;
     plan.barriers.reserve(items.size());
     for (std::size_t n = 0; n < items.size(); ++n)
-      plan.barriers.push_back(
-          json::at_least<std::int64_t>(items[n], where + ".barriers[" + std::to_string(n) + "]", 0));
+      plan.barriers.push_back(json::at_least<std::int64_t>(
+          items[n], where + ".barriers[" + std::to_string(n) + "]", 0));
   }
   if (const auto* ranks = doc.find("ranks")) {
     const auto& lists = json::require(*ranks, kind::array, where + ".ranks").items;
@@ -604,12 +655,14 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
       for (std::size_t i = 0; i < sequences.size(); ++i) {
         std::int64_t sequence = 0;  // messages are built only for a bad entry
         if (!json::try_as(sequences[i], sequence) || sequence < 0)
-          (void)json::at_least<std::int64_t>(sequences[i], rank_path(r) + "[" + std::to_string(i) + "]", 0);
+          (void)json::at_least<std::int64_t>(sequences[i],
+                                             rank_path(r) + "[" + std::to_string(i) + "]", 0);
       }
     }
   }
 
-  const auto& steps = json::require(doc.at("micro_steps", where), kind::array, where + ".micro_steps");
+  const auto& steps =
+      json::require(doc.at("micro_steps", where), kind::array, where + ".micro_steps");
   plan.micro_steps.reserve(steps.items.size());
   for (std::size_t n = 0; n < steps.items.size(); ++n) {
     const std::string path = where + ".micro_steps[" + std::to_string(n) + "]";
@@ -621,18 +674,23 @@ inline step_plan read_plan_json(std::string_view text, std::string_view source =
     if (const auto* sp = s.find("sp")) {
       const auto& style = json::require(*sp, kind::string, path + ".sp").text;
       const auto parsed = parse_sequence_parallel(style);
-      if (parsed && is_micro_batch_style(*parsed)) m.config.sp = *parsed;
-      else json::reject(*sp, path + ".sp", json::describe(*sp) + ", expected \"ulysses\", \"ring\" or \"hybrid\"");
+      if (parsed && is_micro_batch_style(*parsed))
+        m.config.sp = *parsed;
+      else
+        json::reject(*sp, path + ".sp",
+                     json::describe(*sp) + ", expected \"ulysses\", \"ring\" or \"hybrid\"");
     }
     if (const auto* recompute = s.find("recompute")) {
       const auto& r = json::require(*recompute, kind::object, path + ".recompute");
       if (const auto* layers = r.find("layers"))
-        m.config.recompute.layers = json::at_least<std::int32_t>(*layers, path + ".recompute.layers", 0);
+        m.config.recompute.layers =
+            json::at_least<std::int32_t>(*layers, path + ".recompute.layers", 0);
       if (const auto* selective = r.find("selective"))
         m.config.recompute.selective =
             json::require(*selective, kind::boolean, path + ".recompute.selective").boolean;
     }
-    const auto& ids = json::require(s.at("sample_ids", path), kind::array, path + ".sample_ids").items;
+    const auto& ids =
+        json::require(s.at("sample_ids", path), kind::array, path + ".sample_ids").items;
     m.sample_ids.resize(ids.size());
     for (std::size_t k = 0; k < ids.size(); ++k)
       if (!json::try_as(ids[k], m.sample_ids[k]))  // the message is built only for a bad id
@@ -663,19 +721,18 @@ inline void validate_loss_scales(const step_plan& plan) {
   };
   const auto first_off = [&](bool by_tokens) {
     const auto& steps = plan.micro_steps;
-    return static_cast<std::size_t>(std::find_if(steps.begin(), steps.end(),
-                                                 [&](const micro_step& m) {
-                                                   return m.loss_units != units(m, by_tokens);
-                                                 }) -
-                                    steps.begin());
+    return static_cast<std::size_t>(
+        std::find_if(steps.begin(), steps.end(),
+                     [&](const micro_step& m) { return m.loss_units != units(m, by_tokens); }) -
+        steps.begin());
   };
   const auto off_tokens = first_off(true), off_samples = first_off(false);
   const auto n = plan.micro_steps.size();
   if (off_tokens < n && off_samples < n) {
     const auto at = std::max(off_tokens, off_samples);
     const auto& m = plan.micro_steps[at];
-    throw invalid_plan("micro_steps[" + std::to_string(at) + "].loss_units = " +
-                       std::to_string(m.loss_units) + ", must be its tokens (" +
+    throw invalid_plan("micro_steps[" + std::to_string(at) +
+                       "].loss_units = " + std::to_string(m.loss_units) + ", must be its tokens (" +
                        std::to_string(m.tokens) + ") where the loss is normalised by tokens, or " +
                        "its samples (" + std::to_string(m.sample_ids.size()) +
                        ") by samples, the same for every micro-step");
@@ -688,11 +745,11 @@ inline void validate_loss_scales(const step_plan& plan) {
     const double expected =
         total > 0 ? static_cast<double>(m.loss_units) / static_cast<double>(total) : 0.0;
     if (!(std::abs(m.loss_scale - expected) <= 1e-9 * expected))  // false for NaN too
-      throw invalid_plan("micro_steps[" + std::to_string(k) + "].loss_scale = " +
-                         json::number_text(m.loss_scale) + ", must be its loss_units over the " +
-                         "batch's, " + std::to_string(m.loss_units) + " / " +
-                         std::to_string(total) + " = " + json::number_text(expected) +
-                         " (within 1e-9), so that the scales sum to 1");
+      throw invalid_plan(
+          "micro_steps[" + std::to_string(k) + "].loss_scale = " + json::number_text(m.loss_scale) +
+          ", must be its loss_units over the " + "batch's, " + std::to_string(m.loss_units) +
+          " / " + std::to_string(total) + " = " + json::number_text(expected) +
+          " (within 1e-9), so that the scales sum to 1");
   }
 }
 
@@ -713,13 +770,15 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
     throw invalid_plan("plan.gpus = " + std::to_string(plan.gpus) + ", the cluster has " +
                        std::to_string(gpus) + " GPUs");
   if (plan.gpus_per_node < 1)
-    throw invalid_plan("plan.gpus_per_node = " + std::to_string(plan.gpus_per_node) + ", must be >= 1");
+    throw invalid_plan("plan.gpus_per_node = " + std::to_string(plan.gpus_per_node) +
+                       ", must be >= 1");
   constexpr double finite = std::numeric_limits<double>::max();
   auto amount = [](std::string_view owner, std::string_view field, double value, double limit) {
     if (!(value >= 0 && value <= limit))  // false for NaN too
-      throw invalid_plan(std::string(owner) + "." + std::string(field) + " = " + json::number_text(value) +
-                         ", must be a finite number " +
-                         (limit == finite ? std::string(">= 0") : "in 0.." + json::number_text(limit)));
+      throw invalid_plan(
+          std::string(owner) + "." + std::string(field) + " = " + json::number_text(value) +
+          ", must be a finite number " +
+          (limit == finite ? std::string(">= 0") : "in 0.." + json::number_text(limit)));
   };
   amount("plan", "makespan_seconds", plan.makespan_seconds, finite);
   amount("plan", "lower_bound_seconds", plan.lower_bound_seconds, finite);
@@ -732,7 +791,8 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
   for (std::size_t n = 0; n < plan.barriers.size(); ++n) {
     const auto b = plan.barriers[n];
     if (b < 0)
-      throw invalid_plan("plan.barriers[" + std::to_string(n) + "] = " + std::to_string(b) + ", must be >= 0");
+      throw invalid_plan("plan.barriers[" + std::to_string(n) + "] = " + std::to_string(b) +
+                         ", must be >= 0");
     if (n > 0 && b <= plan.barriers[n - 1])
       throw invalid_plan("plan.barriers[" + std::to_string(n) + "] = " + std::to_string(b) +
                          ", must be greater than barriers[" + std::to_string(n - 1) +
@@ -773,15 +833,18 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
       throw invalid_plan(path + ".recompute.layers = " + std::to_string(m.config.recompute.layers) +
                          ", must be >= 0");
     if (!is_micro_batch_style(m.config.sp))
-      throw invalid_plan(path + ".sp = " + std::string(to_string(m.config.sp)) + ", must be ulysses, ring or hybrid");
+      throw invalid_plan(path + ".sp = " + std::string(to_string(m.config.sp)) +
+                         ", must be ulysses, ring or hybrid");
     if (m.config.sp == sequence_parallel::hybrid) {
       // 2 <= u < d, u a power of two (so it divides d): a Ulysses group and a ring of >= 2.
       const auto u = plan.hybrid_ulysses_degree;
       if (!valid_hybrid_split(u, d) || u > plan.gpus_per_node)
-        throw invalid_plan(path + " is hybrid at degree " + std::to_string(d) + " with plan.hybrid_ulysses_degree = " +
-                           std::to_string(u) + ", must be a power of two in [2, " +
+        throw invalid_plan(path + " is hybrid at degree " + std::to_string(d) +
+                           " with plan.hybrid_ulysses_degree = " + std::to_string(u) +
+                           ", must be a power of two in [2, " +
                            std::to_string(std::min(d - 1, plan.gpus_per_node)) +
-                           "] (below the degree, within a node of " + std::to_string(plan.gpus_per_node) + ")");
+                           "] (below the degree, within a node of " +
+                           std::to_string(plan.gpus_per_node) + ")");
     }
     if (m.loss_units < 0)
       throw invalid_plan(path + ".loss_units = " + std::to_string(m.loss_units) + ", must be >= 0");
@@ -806,15 +869,16 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
       const auto tokens = batch[it->second].tokens;  // >= 1 (validate_batch)
       if (m.tokens > std::numeric_limits<std::int64_t>::max() - tokens)
         throw invalid_plan(path + ": the tokens of its samples sum past " +
-                           std::to_string(std::numeric_limits<std::int64_t>::max()) + " at sample_ids[" +
-                           std::to_string(k) + "] = " + std::to_string(id));
+                           std::to_string(std::numeric_limits<std::int64_t>::max()) +
+                           " at sample_ids[" + std::to_string(k) + "] = " + std::to_string(id));
       m.tokens += tokens;
     }
   }
   for (std::size_t i = 0; i < batch.size(); ++i)
     if (used_by[i] < 0)
-      throw invalid_plan("sample " + std::to_string(batch[i].id) +
-                         " of the batch is in no micro-step: every sample must appear exactly once");
+      throw invalid_plan(
+          "sample " + std::to_string(batch[i].id) +
+          " of the batch is in no micro-step: every sample must appear exactly once");
   std::sort(sequences.begin(), sequences.end());
   const auto repeat = std::adjacent_find(sequences.begin(), sequences.end());
   if (repeat != sequences.end())
@@ -829,4 +893,4 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
   detail::validate_loss_scales(plan);
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -10,9 +10,9 @@
 // longer of two parts, such as the truth model's host and device, declares the part that adds
 // to the marginals) — and holds at most C(d) tokens, the most one
 // micro-batch can hold within the budget with none or every layer recomputed (whichever holds
-// more), so each token carries at least ρ(d) = T_∅(d) / C(d) of it. With bound_options::recompute_ladder, w_i is also bounded
-// over ranges of recomputed layers [lo, hi] (doubling away from none and from every layer),
-// with selective recomputation and without — the
+// more), so each token carries at least ρ(d) = T_∅(d) / C(d) of it. With
+// bound_options::recompute_ladder, w_i is also bounded over ranges of recomputed layers [lo, hi]
+// (doubling away from none and from every layer), with selective recomputation and without — the
 // marginal at lo, the capacity at hi, each with the range's selective flag — and the
 // larger of the two is used. ρ is counted only for a cost model that declares
 // `memory_by_tokens` (cost_model optional member 8: peak bytes depend on a micro-batch only
@@ -70,18 +70,21 @@ namespace bound_detail {
 
 // The marginal time of shape s under config c (cost_model requirement 5's floor).
 template <class M>
-[[nodiscard]] double marginal_at(const M& cost, const micro_batch_shape& s, const execution_config& c) {
+[[nodiscard]] double marginal_at(const M& cost, const micro_batch_shape& s,
+                                 const execution_config& c) {
   if constexpr (requires { cost.marginal_seconds(s, c); }) {
     return static_cast<double>(cost.marginal_seconds(s, c));
   } else {
-    return std::max(0.0, static_cast<double>(cost.seconds(s, c)) - static_cast<double>(cost.seconds({}, c)));
+    return std::max(
+        0.0, static_cast<double>(cost.seconds(s, c)) - static_cast<double>(cost.seconds({}, c)));
   }
 }
 
 // The most tokens one sample may have at config c within the budget (peak bytes never decrease
 // with tokens under memory_by_tokens); 0 when not even one token fits.
 template <class M>
-[[nodiscard]] bool token_fits(const M& cost, const execution_config& c, double budget, std::int64_t tokens) {
+[[nodiscard]] bool token_fits(const M& cost, const execution_config& c, double budget,
+                              std::int64_t tokens) {
   micro_batch_shape one;
   one.samples = 1;
   one.tokens = tokens;
@@ -185,14 +188,16 @@ template <class Context>
 // room holds at most its tokens, and where all its samples have one length (a video bucket's
 // clips), a whole number of them.
 struct room {
-  double tokens = 0;         ///< the room's tokens (infinite for the one room of all samples)
-  std::int64_t length = 0;   ///< its samples' common length; 0 where lengths differ
+  double tokens = 0;        ///< the room's tokens (infinite for the one room of all samples)
+  std::int64_t length = 0;  ///< its samples' common length; 0 where lengths differ
 };
 
 struct room_map {
   std::vector<room> rooms{};
   std::vector<std::uint32_t> room_of{};  ///< per sample; empty where there is one room
-  [[nodiscard]] std::size_t of(std::size_t i) const noexcept { return room_of.empty() ? 0 : room_of[i]; }
+  [[nodiscard]] std::size_t of(std::size_t i) const noexcept {
+    return room_of.empty() ? 0 : room_of[i];
+  }
 };
 
 template <class Context>
@@ -210,8 +215,8 @@ template <class Context>
   out.rooms.assign(labels.size(), room{0, -1});
   out.room_of.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const auto b = static_cast<std::size_t>(std::lower_bound(labels.begin(), labels.end(), ctx.bucket(i)) -
-                                            labels.begin());
+    const auto b = static_cast<std::size_t>(
+        std::lower_bound(labels.begin(), labels.end(), ctx.bucket(i)) - labels.begin());
     out.room_of[i] = static_cast<std::uint32_t>(b);
     auto& r = out.rooms[b];
     const auto tokens = ctx.shape(i).tokens;
@@ -233,8 +238,8 @@ template <class Context>
 // The fixed time per token at weight λ of a micro-step whose capacity is `capacity` tokens in
 // room `r`: (λ F + (1 - λ) E) / n, n the most tokens such a micro-step holds there; infinity
 // where nothing fits.
-[[nodiscard]] inline double share_per_token(const fixed_cost& f, std::int64_t capacity, const room& r,
-                                            double lambda) {
+[[nodiscard]] inline double share_per_token(const fixed_cost& f, std::int64_t capacity,
+                                            const room& r, double lambda) {
   if (r.length > 0) capacity -= capacity % r.length;  // whole samples of the room's length
   const double most = std::min(static_cast<double>(capacity), r.tokens);
   if (most <= 0) return std::numeric_limits<double>::infinity();
@@ -258,8 +263,8 @@ struct run_candidate {
 // share's and the ladder's (both bound the same share of the same micro-step), infinity when
 // none does. `value(c)`: the candidate's share.
 template <class Value>
-[[nodiscard]] double least_share(std::span<const run_candidate> candidates, bool with_ladder, double deadline,
-                                 const Value& value) {
+[[nodiscard]] double least_share(std::span<const run_candidate> candidates, bool with_ladder,
+                                 double deadline, const Value& value) {
   const auto inf = std::numeric_limits<double>::infinity();
   double plain = inf;
   double ladder = with_ladder ? inf : 0.0;
@@ -296,20 +301,23 @@ template <class Context>
   // cost alone, as without options.empty_floor).
   const auto weights = bound_detail::empty_weights(shares && options.empty_floor);
   const auto fixed = bound_detail::fixed_costs(ctx, shares);
-  const auto rho = [&](std::size_t r, std::size_t room, double lambda, std::size_t k, std::size_t j) {
+  const auto rho = [&](std::size_t r, std::size_t room, double lambda, std::size_t k,
+                       std::size_t j) {
     if (!shares) return 0.0;
-    return bound_detail::share_per_token(fixed[k][j], rungs[r].capacity[k][j], rooms.rooms[room], lambda);
+    return bound_detail::share_per_token(fixed[k][j], rungs[r].capacity[k][j], rooms.rooms[room],
+                                         lambda);
   };
   // cheapest[r][room][w]: min over degrees and styles of degree · ρ at rung r.
   std::vector<std::vector<std::vector<double>>> cheapest(
-      rungs.size(), std::vector<std::vector<double>>(rooms.rooms.size(), std::vector<double>(weights.size(), inf)));
+      rungs.size(), std::vector<std::vector<double>>(rooms.rooms.size(),
+                                                     std::vector<double>(weights.size(), inf)));
   for (std::size_t r = 0; r < rungs.size(); ++r)
     for (std::size_t b = 0; b < rooms.rooms.size(); ++b)
       for (std::size_t w = 0; w < weights.size(); ++w)
         for (std::size_t k = 0; k < ctx.degrees().size(); ++k)
           for (std::size_t j = 0; j < ctx.style_count(k); ++j)
-            cheapest[r][b][w] =
-                std::min(cheapest[r][b][w], static_cast<double>(ctx.degree(k)) * rho(r, b, weights[w], k, j));
+            cheapest[r][b][w] = std::min(cheapest[r][b][w], static_cast<double>(ctx.degree(k)) *
+                                                                rho(r, b, weights[w], k, j));
   // A micro-step with config c and n tokens takes at least max(F(c) + Σ m_i, E(c)) >=
   // λ (F(c) + Σ m_i) + (1 - λ) E(c) for every λ in [0, 1], so sample i's share
   // d (λ m_i + t_i (λ F + (1 - λ) E) / n) bounds it, n at most the room's capacity at c; one λ
@@ -317,9 +325,10 @@ template <class Context>
   // degree 1 (at degree 1, with the cheapest share of the fixed cost any degree gives); the
   // others (menu samples) keep their candidates, each degree and style, plain and on the
   // ladder's rungs.
-  std::vector<std::vector<double>> short_work(rooms.rooms.size(), std::vector<double>(weights.size(), 0.0));
-  std::vector<std::size_t> menu;                   // samples with candidates
-  std::vector<std::size_t> menu_begin{0};          // their candidates' offsets
+  std::vector<std::vector<double>> short_work(rooms.rooms.size(),
+                                              std::vector<double>(weights.size(), 0.0));
+  std::vector<std::size_t> menu;           // samples with candidates
+  std::vector<std::size_t> menu_begin{0};  // their candidates' offsets
   std::vector<bound_detail::run_candidate> candidates;
   constexpr std::size_t always_menu = 64;  // samples are in canonical order, longest first
   std::vector<double> rung_marginals;      // a short sample's marginal at each rung's lo,
@@ -336,13 +345,16 @@ template <class Context>
         rung_marginals_of = ctx.first_alike(i);
         rung_marginals.clear();
         for (std::size_t r = 1; r < rungs.size(); ++r)
-          rung_marginals.push_back(bound_detail::marginal_at(cost, shape, ctx.config(0, {rungs[r].lo, rungs[r].selective})));
+          rung_marginals.push_back(bound_detail::marginal_at(
+              cost, shape, ctx.config(0, {rungs[r].lo, rungs[r].selective})));
       }
       for (std::size_t w = 0; w < weights.size(); ++w) {
         double ladder = with_ladder ? inf : 0.0;
         for (std::size_t r = 1; r < rungs.size(); ++r)
-          ladder = std::min(ladder, weights[w] * rung_marginals[r - 1] + tokens * cheapest[r][room][w]);
-        short_work[room][w] += std::max(weights[w] * m + tokens * (shares ? cheapest[0][room][w] : 0.0), ladder);
+          ladder =
+              std::min(ladder, weights[w] * rung_marginals[r - 1] + tokens * cheapest[r][room][w]);
+        short_work[room][w] +=
+            std::max(weights[w] * m + tokens * (shares ? cheapest[0][room][w] : 0.0), ladder);
       }
       continue;
     }
@@ -356,8 +368,10 @@ template <class Context>
         const auto o = alone ? ctx.alone(i, k) : ctx.evaluate(shape, k, ctx.style(k, j));
         if (!o.feasible) continue;
         const double m = alone ? ctx.alone_marginal(i, k) : ctx.marginal_seconds(i, o, k);
-        const double floor = shares ? std::max(fixed[k][j].empty, fixed[k][j].beyond_marginals + m) : m;
-        candidates.push_back({floor, d, m, 0, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(j), true});
+        const double floor =
+            shares ? std::max(fixed[k][j].empty, fixed[k][j].beyond_marginals + m) : m;
+        candidates.push_back(
+            {floor, d, m, 0, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(j), true});
         fastest = std::min(fastest, o.seconds);
       }
     }
@@ -369,13 +383,15 @@ template <class Context>
         for (std::size_t j = 0; j < ctx.style_count(k); ++j) {
           if (rungs[r].capacity[k][j] == 0) continue;
           const auto sp = ctx.style(k, j);
-          if (static_cast<double>(cost.peak_bytes(shape, ctx.config(k, {rungs[r].hi, rungs[r].selective}, sp))) >
-              ctx.budget())
+          if (static_cast<double>(cost.peak_bytes(
+                  shape, ctx.config(k, {rungs[r].hi, rungs[r].selective}, sp))) > ctx.budget())
             continue;
-          const double m = bound_detail::marginal_at(cost, shape, ctx.config(k, {rungs[r].lo, rungs[r].selective}, sp));
+          const double m = bound_detail::marginal_at(
+              cost, shape, ctx.config(k, {rungs[r].lo, rungs[r].selective}, sp));
           candidates.push_back({std::max(fixed[k][j].empty, fixed[k][j].beyond_marginals + m),
-                                static_cast<double>(ctx.degree(k)), m, static_cast<std::uint32_t>(r),
-                                static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(j), false});
+                                static_cast<double>(ctx.degree(k)), m,
+                                static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(k),
+                                static_cast<std::uint32_t>(j), false});
         }
     menu.push_back(i);
     menu_begin.push_back(candidates.size());
@@ -391,8 +407,8 @@ template <class Context>
       const double lambda = weights[w_of(room)];
       const auto tokens = static_cast<double>(ctx.shape(i).tokens);
       work[room] += bound_detail::least_share(
-          std::span(candidates).subspan(menu_begin[x], menu_begin[x + 1] - menu_begin[x]), with_ladder, deadline,
-          [&](const bound_detail::run_candidate& c) {
+          std::span(candidates).subspan(menu_begin[x], menu_begin[x + 1] - menu_begin[x]),
+          with_ladder, deadline, [&](const bound_detail::run_candidate& c) {
             return c.gpus * (lambda * c.marginal + tokens * rho(c.rung, room, lambda, c.k, c.j));
           });
     }
@@ -429,4 +445,4 @@ template <class Context>
   return lo;
 }
 
-}  // namespace dcp::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::detail

@@ -24,9 +24,8 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 /// The "tokens" each micro-step of a dcp.step_plan/1 document states, in document order;
 /// nullopt where a micro-step leaves the field out (it is optional for readers). Throws
 /// invalid_plan, as read_plan_json does, when the document or a stated value is malformed.
-[[nodiscard]]
-inline std::vector<std::optional<std::int64_t>> read_stated_tokens(std::string_view text,
-                                                                   std::string_view source = "<plan>") {
+[[nodiscard]] inline std::vector<std::optional<std::int64_t>> read_stated_tokens(
+    std::string_view text, std::string_view source = "<plan>") {
   const auto doc = json::parse(text, source);
   const std::string where(source);
   std::vector<std::optional<std::int64_t>> stated;
@@ -47,8 +46,8 @@ inline std::vector<std::optional<std::int64_t>> read_stated_tokens(std::string_v
 namespace detail {
 
 /// "a, b, c, ... (n in all)": the first few of `ids`, for messages.
-[[nodiscard]]
-inline std::string listed_ids(std::span<const std::uint64_t> ids, std::size_t shown = 5) {
+[[nodiscard]] inline std::string listed_ids(std::span<const std::uint64_t> ids,
+                                            std::size_t shown = 5) {
   std::string out;
   for (std::size_t i = 0; i < ids.size() && i < shown; ++i)
     out += (i ? ", " : "") + std::to_string(ids[i]);
@@ -74,8 +73,9 @@ inline void check_plan_matches_batch(const step_plan& plan,
   for (const auto& s : batch) tokens_of.emplace_back(s.id, s.tokens);
   std::sort(tokens_of.begin(), tokens_of.end());
   const auto find = [&](std::uint64_t id) -> const std::pair<std::uint64_t, std::int64_t>* {
-    const auto it = std::lower_bound(tokens_of.begin(), tokens_of.end(), id,
-                                     [](const auto& entry, std::uint64_t key) { return entry.first < key; });
+    const auto it =
+        std::lower_bound(tokens_of.begin(), tokens_of.end(), id,
+                         [](const auto& entry, std::uint64_t key) { return entry.first < key; });
     return it != tokens_of.end() && it->first == id ? &*it : nullptr;
   };
 
@@ -102,8 +102,8 @@ inline void check_plan_matches_batch(const step_plan& plan,
     if (++token_mismatches <= shown)
       token_details += std::string(token_mismatches > 1 ? "; " : "") + "micro_steps[" +
                        std::to_string(n) + "] (sample" + (m.sample_ids.size() == 1 ? " " : "s ") +
-                       detail::listed_ids(m.sample_ids, 3) + "): " +
-                       std::to_string(*stated_tokens[n]) + " tokens in the plan, " +
+                       detail::listed_ids(m.sample_ids, 3) +
+                       "): " + std::to_string(*stated_tokens[n]) + " tokens in the plan, " +
                        std::to_string(batch_tokens) + " in the batch";
   }
   std::sort(planned_ids.begin(), planned_ids.end());
@@ -135,4 +135,4 @@ inline void check_plan_matches_batch(const step_plan& plan,
   throw invalid_plan(message);
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -20,16 +20,16 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 /// increasing `sequence`; all members of a group hold the same number, so no cycle of waits can
 /// form (the smallest unfinished number can always run).
 struct micro_step {
-  std::int64_t sequence = 0;     ///< global sequence number, 0..n-1
-  std::int64_t first_rank = 0;   ///< the group is ranks [first_rank, first_rank + degree)
-  execution_config config{};     ///< degree, sequence-parallel style, recompute setting
+  std::int64_t sequence = 0;    ///< global sequence number, 0..n-1
+  std::int64_t first_rank = 0;  ///< the group is ranks [first_rank, first_rank + degree)
+  execution_config config{};    ///< degree, sequence-parallel style, recompute setting
   std::vector<std::uint64_t> sample_ids{};
   std::int64_t tokens = 0;
-  std::int64_t loss_units = 0;   ///< tokens or samples counted by the loss normalisation
-  double loss_scale = 0;         ///< multiply this micro-batch's mean loss by it (docs/planner.md)
-  double start_seconds = 0;      ///< predicted start within the step
-  double seconds = 0;            ///< predicted duration
-  double peak_bytes = 0;         ///< predicted peak bytes on each GPU of the group
+  std::int64_t loss_units = 0;  ///< tokens or samples counted by the loss normalisation
+  double loss_scale = 0;        ///< multiply this micro-batch's mean loss by it (docs/planner.md)
+  double start_seconds = 0;     ///< predicted start within the step
+  double seconds = 0;           ///< predicted duration
+  double peak_bytes = 0;        ///< predicted peak bytes on each GPU of the group
 
   [[nodiscard]] std::int64_t degree() const noexcept { return config.degree; }
   /// first_rank + degree - 1, saturated at the int64 limit (a micro-step read from elsewhere
@@ -56,10 +56,10 @@ struct step_plan {
   std::vector<micro_step> micro_steps{};  ///< ordered by sequence number
   std::int64_t gpus = 0;
   std::int64_t gpus_per_node = 0;
-  double makespan_seconds = 0;        ///< predicted time until the last micro-step ends
-  double lower_bound_seconds = 0;     ///< no plan can finish the micro-steps sooner
+  double makespan_seconds = 0;     ///< predicted time until the last micro-step ends
+  double lower_bound_seconds = 0;  ///< no plan can finish the micro-steps sooner
   double memory_budget_bytes = 0;
-  double gradient_sync_seconds = 0;   ///< predicted tail after the last micro-step
+  double gradient_sync_seconds = 0;  ///< predicted tail after the last micro-step
   /// Makespan of the best static layout (one degree for every sample), when the placement
   /// computed it; 0 when it proved every static layout slower without laying them all out.
   double best_static_seconds = 0;
@@ -72,15 +72,16 @@ struct step_plan {
   /// The Ulysses degree u inside every hybrid micro-step's group (hybrid_ulysses_degree of the
   /// model and cluster; the ring runs over degree / u sub-groups): 0 when none is hybrid.
   std::int64_t hybrid_ulysses_degree = 0;
-  std::string policy{};               ///< the placement that produced it
+  std::string policy{};  ///< the placement that produced it
   std::uint64_t fingerprint = 0;
 
   /// Relative distance to the lower bound: makespan / bound - 1 (0 for an empty plan).
   [[nodiscard]] double gap() const noexcept {
     return lower_bound_seconds > 0 ? makespan_seconds / lower_bound_seconds - 1.0 : 0.0;
   }
-  [[nodiscard]]
-  double step_seconds() const noexcept { return makespan_seconds + gradient_sync_seconds; }
+  [[nodiscard]] double step_seconds() const noexcept {
+    return makespan_seconds + gradient_sync_seconds;
+  }
 
   /// Indices into micro_steps of the steps rank `rank` runs, in execution order.
   [[nodiscard]] std::vector<std::size_t> steps_of(std::int64_t rank) const {
@@ -94,7 +95,8 @@ struct step_plan {
   [[nodiscard]] std::vector<double> busy_seconds() const {
     std::vector<double> busy(static_cast<std::size_t>(gpus), 0.0);
     for (const auto& m : micro_steps)
-      for (auto r = m.first_rank; r <= m.last_rank(); ++r) busy[static_cast<std::size_t>(r)] += m.seconds;
+      for (auto r = m.first_rank; r <= m.last_rank(); ++r)
+        busy[static_cast<std::size_t>(r)] += m.seconds;
     return busy;
   }
 
@@ -118,7 +120,7 @@ struct step_plan {
 namespace detail {
 /// FNV-1a, 64 bit: enough to detect ranks that planned differently, not a cryptographic hash.
 class fnv1a {
-public:
+ public:
   void bytes(const void* data, std::size_t size) noexcept {
     const auto* p = static_cast<const unsigned char*>(data);
     for (std::size_t i = 0; i < size; ++i) {
@@ -131,7 +133,7 @@ public:
   void f64(double v) noexcept { u64(std::bit_cast<std::uint64_t>(v)); }
   [[nodiscard]] std::uint64_t value() const noexcept { return hash_; }
 
-private:
+ private:
   std::uint64_t hash_ = 1469598103934665603ull;
 };
 }  // namespace detail
@@ -159,8 +161,8 @@ private:
 }
 
 inline std::ostream& operator<<(std::ostream& os, const micro_step& m) {
-  os << "micro_step{#" << m.sequence << ", ranks " << m.first_rank << ".." << m.last_rank()
-     << ", " << m.config << ", samples=" << m.sample_ids.size() << ", tokens=" << m.tokens
+  os << "micro_step{#" << m.sequence << ", ranks " << m.first_rank << ".." << m.last_rank() << ", "
+     << m.config << ", samples=" << m.sample_ids.size() << ", tokens=" << m.tokens
      << ", loss_scale=" << m.loss_scale << ", " << m.start_seconds << "+" << m.seconds << " s, "
      << m.peak_bytes / gib << " GiB}";
   return os;
@@ -173,4 +175,4 @@ inline std::ostream& operator<<(std::ostream& os, const step_plan& p) {
             << p.fingerprint << '}';
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -27,9 +27,9 @@ namespace detail {
 /// sample at 10M, 11 ns so). Expected linear time, falling back to sorting the ids should the
 /// probes exceed `probes_per_sample` per sample, so no input takes more than O(n log n). The
 /// mixed ids' array comes from `workspace` where given.
-[[nodiscard]] inline std::optional<std::uint64_t> duplicate_id(std::span<const sample> batch,
-                                                               std::size_t probes_per_sample = 8,
-                                                               plan_workspace* workspace = nullptr) {
+[[nodiscard]] inline std::optional<std::uint64_t> duplicate_id(
+    std::span<const sample> batch, std::size_t probes_per_sample = 8,
+    plan_workspace* workspace = nullptr) {
   if (std::adjacent_find(batch.begin(), batch.end(), [](const sample& a, const sample& b) {
         return a.id >= b.id;
       }) == batch.end())
@@ -66,7 +66,8 @@ namespace detail {
     return size;
   };
   const auto id_of = [&](std::uint64_t m) -> std::uint64_t {  // (m is some sample's)
-    return std::find_if(batch.begin(), batch.end(), [&](const sample& s) { return mix(s.id) == m; })->id;
+    return std::find_if(batch.begin(), batch.end(), [&](const sample& s) { return mix(s.id) == m; })
+        ->id;
   };
   std::vector<std::uint64_t> table(table_size(largest));
   std::size_t probes = 0;
@@ -123,8 +124,8 @@ inline void check_batch(std::span<const sample> batch, plan_workspace* workspace
     }
     const bool video_ok = !s.video || (s.video->frames > 0 && s.video->height > 0 &&
                                        s.video->width > 0 && grid_fits && grid_tokens == s.tokens);
-    const bool layout_ok =
-        detail::known_attention(s.attention) && (s.video || s.attention != attention_kind::factorised);
+    const bool layout_ok = detail::known_attention(s.attention) &&
+                           (s.video || s.attention != attention_kind::factorised);
     const auto total = detail::checked_add(total_tokens, s.tokens);
     if (s.tokens > 0 && video_ok && layout_ok && total) {  // the common case builds no message
       total_tokens = *total;
@@ -147,12 +148,13 @@ inline void check_batch(std::span<const sample> batch, plan_workspace* workspace
         throw invalid_sample(who + ": tokens = " + std::to_string(s.tokens) +
                              " but the video grid holds " + std::to_string(grid_tokens));
     } else if (s.attention == attention_kind::factorised) {
-      throw invalid_sample(who + ": factorised attention needs a video grid (frames x height x "
-                                 "width), none given");
+      throw invalid_sample(who +
+                           ": factorised attention needs a video grid (frames x height x "
+                           "width), none given");
     }
     if (!detail::known_attention(s.attention))
-      throw invalid_sample(who + ": attention = " +
-                           std::to_string(static_cast<unsigned>(s.attention)) +
+      throw invalid_sample(who +
+                           ": attention = " + std::to_string(static_cast<unsigned>(s.attention)) +
                            ", must be causal, full or factorised");
     throw invalid_sample(who + ": tokens = " + std::to_string(s.tokens) +
                          ": the batch's total tokens would exceed " +
@@ -210,15 +212,17 @@ inline void canonical_order_into(std::span<const sample> batch, std::vector<samp
     // its scattered reads miss the cache on a 10M batch. Otherwise the comparison sort.
     bool counted = false;
     if (n >= large && n < std::numeric_limits<std::uint32_t>::max()) {
-      const auto [low, high] = std::minmax_element(keys.begin(), keys.end(), [](const key& a, const key& b) {
-        return a.tokens < b.tokens;
-      });
+      const auto [low, high] = std::minmax_element(
+          keys.begin(), keys.end(), [](const key& a, const key& b) { return a.tokens < b.tokens; });
       // (In unsigned arithmetic: exact for any two int64 lengths, unvalidated ones included.)
       const auto top = static_cast<std::uint64_t>(high->tokens);
       const auto spread = top - static_cast<std::uint64_t>(low->tokens);
       if (spread < 4 * static_cast<std::uint64_t>(n)) {
-        const auto slot = [&](const key& k) { return static_cast<std::size_t>(top - static_cast<std::uint64_t>(k.tokens)); };
-        std::vector<std::uint32_t> at(static_cast<std::size_t>(spread) + 2, 0);  // each length's position
+        const auto slot = [&](const key& k) {
+          return static_cast<std::size_t>(top - static_cast<std::uint64_t>(k.tokens));
+        };
+        std::vector<std::uint32_t> at(static_cast<std::size_t>(spread) + 2,
+                                      0);  // each length's position
         for (const auto& k : keys) ++at[slot(k) + 1];
         for (std::size_t v = 1; v < at.size(); ++v) at[v] += at[v - 1];
         kept_buffer<key> by_length_buffer(workspace, n);
@@ -231,7 +235,8 @@ inline void canonical_order_into(std::span<const sample> batch, std::vector<samp
           while (e < n && keys[e].tokens == keys[b].tokens) ++e;
           const auto run_begin = keys.begin() + static_cast<std::ptrdiff_t>(b);
           const auto run_end = keys.begin() + static_cast<std::ptrdiff_t>(e);
-          if (e - b > 1 && !std::is_sorted(run_begin, run_end, before)) std::sort(run_begin, run_end, before);
+          if (e - b > 1 && !std::is_sorted(run_begin, run_end, before))
+            std::sort(run_begin, run_end, before);
           b = e;
         }
         counted = true;
@@ -258,4 +263,4 @@ inline void canonical_order_into(std::span<const sample> batch, std::vector<samp
   return sorted;
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

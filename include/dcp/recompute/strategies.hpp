@@ -23,15 +23,16 @@ struct fitting_setting {
 namespace detail {
 /// `r` with the micro-batch's peak bytes under it if it fits the budget, else nullopt.
 template <cost_model M>
-[[nodiscard]] std::optional<fitting_setting> fitting(const M& m, const micro_batch_shape& s, execution_config c,
-                                                     recompute_setting r) {
+[[nodiscard]] std::optional<fitting_setting> fitting(const M& m, const micro_batch_shape& s,
+                                                     execution_config c, recompute_setting r) {
   c.recompute = r;
   const auto bytes = m.peak_bytes(s, c);
   if (!(bytes <= m.memory_budget())) return std::nullopt;
   return fitting_setting{r, static_cast<double>(bytes)};
 }
 
-[[nodiscard]] inline std::optional<recompute_setting> setting_of(const std::optional<fitting_setting>& f) {
+[[nodiscard]] inline std::optional<recompute_setting> setting_of(
+    const std::optional<fitting_setting>& f) {
   if (!f) return std::nullopt;
   return f->setting;
 }
@@ -39,8 +40,10 @@ template <cost_model M>
 /// The first of setting(1), ..., setting(L) that fits, given that setting(0) does not (binary
 /// search: peak bytes never increase along the ladder); nullopt when setting(L) does not fit.
 template <cost_model M, class Ladder>
-[[nodiscard]] std::optional<fitting_setting> first_rung_that_fits(const M& m, const micro_batch_shape& s,
-                                                                  const execution_config& c, Ladder setting) {
+[[nodiscard]] std::optional<fitting_setting> first_rung_that_fits(const M& m,
+                                                                  const micro_batch_shape& s,
+                                                                  const execution_config& c,
+                                                                  Ladder setting) {
   const auto layers = m.model().layers;
   auto fit = fitting(m, s, c, setting(layers));
   if (!fit) return std::nullopt;
@@ -75,7 +78,8 @@ struct chooses_by_fitting {
 struct no_recompute : chooses_by_fitting<no_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m,
+                                                              const micro_batch_shape& s,
                                                               const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::none());
   }
@@ -87,7 +91,8 @@ struct no_recompute : chooses_by_fitting<no_recompute> {
 struct full_recompute : chooses_by_fitting<full_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m,
+                                                              const micro_batch_shape& s,
                                                               const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::full(m.model().layers));
   }
@@ -99,7 +104,8 @@ struct full_recompute : chooses_by_fitting<full_recompute> {
 struct selective_recompute : chooses_by_fitting<selective_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m,
+                                                              const micro_batch_shape& s,
                                                               const execution_config& c) const {
     return detail::fitting(m, s, c, recompute_setting::selective_only());
   }
@@ -115,10 +121,12 @@ struct selective_recompute : chooses_by_fitting<selective_recompute> {
 struct pyramid_recompute : chooses_by_fitting<pyramid_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m,
+                                                              const micro_batch_shape& s,
                                                               const execution_config& c) const {
     if (auto none = detail::fitting(m, s, c, recompute_setting::none())) return none;
-    return detail::first_rung_that_fits(m, s, c, [](std::int64_t k) { return recompute_setting::partial(k); });
+    return detail::first_rung_that_fits(
+        m, s, c, [](std::int64_t k) { return recompute_setting::partial(k); });
   }
   [[nodiscard]] constexpr std::string_view name() const noexcept { return "pyramid"; }
   friend constexpr bool operator==(pyramid_recompute, pyramid_recompute) noexcept { return true; }
@@ -137,18 +145,22 @@ struct pyramid_recompute : chooses_by_fitting<pyramid_recompute> {
 struct selective_pyramid_recompute : chooses_by_fitting<selective_pyramid_recompute> {
   static constexpr bool fit_decides = true;
   template <cost_model M>
-  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m, const micro_batch_shape& s,
+  [[nodiscard]] std::optional<fitting_setting> choose_fitting(const M& m,
+                                                              const micro_batch_shape& s,
                                                               const execution_config& c) const {
     if (auto none = detail::fitting(m, s, c, recompute_setting::none())) return none;
-    if (auto selective = detail::fitting(m, s, c, recompute_setting::selective_only())) return selective;
+    if (auto selective = detail::fitting(m, s, c, recompute_setting::selective_only()))
+      return selective;
     // Every layer fully recomputed leaves nothing for selective recomputation: that is full().
     const auto layers = m.model().layers;
     return detail::first_rung_that_fits(m, s, c, [layers](std::int64_t k) {
-      return k == layers ? recompute_setting::full(layers) : recompute_setting{static_cast<std::int32_t>(k), true};
+      return k == layers ? recompute_setting::full(layers)
+                         : recompute_setting{static_cast<std::int32_t>(k), true};
     });
   }
   [[nodiscard]] constexpr std::string_view name() const noexcept { return "selective-pyramid"; }
-  friend constexpr bool operator==(selective_pyramid_recompute, selective_pyramid_recompute) noexcept {
+  friend constexpr bool operator==(selective_pyramid_recompute,
+                                   selective_pyramid_recompute) noexcept {
     return true;
   }
 };
@@ -159,4 +171,4 @@ static_assert(recompute_strategy<selective_recompute, analytic_cost_model>);
 static_assert(recompute_strategy<pyramid_recompute, analytic_cost_model>);
 static_assert(recompute_strategy<selective_pyramid_recompute, analytic_cost_model>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -48,18 +48,18 @@ struct calibrated_step_options {
 };
 
 struct calibrated_step_result {
-  step_plan plan;                          ///< the plan that finished without running out of memory
-  std::vector<execution_report> reports;   ///< this rank's reports of that plan, in run order
-  std::vector<observation> observations;   ///< every micro-step of that plan, all ranks, by sequence
-  int attempts = 1;                        ///< plans run (1 = no re-plan)
-  std::int64_t out_of_memory = 0;          ///< micro-steps that ran out of memory, all attempts
+  step_plan plan;                         ///< the plan that finished without running out of memory
+  std::vector<execution_report> reports;  ///< this rank's reports of that plan, in run order
+  std::vector<observation> observations;  ///< every micro-step of that plan, all ranks, by sequence
+  int attempts = 1;                       ///< plans run (1 = no re-plan)
+  std::int64_t out_of_memory = 0;         ///< micro-steps that ran out of memory, all attempts
 };
 
 /// One observation per micro-step of `plan` (indexed like plan.micro_steps): its config and the
 /// shape of its samples in `batch`, with an empty report for the caller to fill. Throws
 /// dcp::error naming the micro-step and the id of a sample that is not in the batch.
-[[nodiscard]]
-inline std::vector<observation> plan_observations(const step_plan& plan, std::span<const sample> batch) {
+[[nodiscard]] inline std::vector<observation> plan_observations(const step_plan& plan,
+                                                                std::span<const sample> batch) {
   std::unordered_map<std::uint64_t, const sample*> by_id;
   by_id.reserve(batch.size());
   for (const auto& s : batch) by_id.emplace(s.id, &s);
@@ -82,9 +82,9 @@ inline std::vector<observation> plan_observations(const step_plan& plan, std::sp
 /// time and peak are the largest its members report; it ran out of memory if any member did.
 /// `reports` are this rank's, in the order of plan.steps_of(rank) (what run_step returns).
 template <communicator C>
-[[nodiscard]]
-std::vector<observation> share_observations(C& comm, const step_plan& plan, std::span<const sample> batch,
-                                            std::span<const execution_report> reports) {
+[[nodiscard]] std::vector<observation> share_observations(
+    C& comm, const step_plan& plan, std::span<const sample> batch,
+    std::span<const execution_report> reports) {
   const auto rank = static_cast<std::int64_t>(comm.rank());
   const auto mine = plan.steps_of(rank);
   if (mine.size() != reports.size())
@@ -161,9 +161,9 @@ calibrated_step_result run_calibrated_step(C& comm, group_cache<C>& cache, S& sc
     const auto& step = plan.micro_steps[static_cast<std::size_t>(failed - observations.begin())];
     const std::string what = std::to_string(failures) + " micro-step(s) ran out of memory, first " +
                              std::to_string(step.sequence) + " (ranks " +
-                             std::to_string(step.first_rank) + ".." + std::to_string(step.last_rank()) +
-                             ", " + std::to_string(step.tokens) + " tokens, recompute " +
-                             to_string(step.config.recompute) + ")";
+                             std::to_string(step.first_rank) + ".." +
+                             std::to_string(step.last_rank()) + ", " + std::to_string(step.tokens) +
+                             " tokens, recompute " + to_string(step.config.recompute) + ")";
     if constexpr (requires { executor.discard_gradients(); }) {
       if (attempt >= options.max_attempts)
         throw error("run_calibrated_step: attempt " + std::to_string(attempt) + " of " +
@@ -181,7 +181,8 @@ template <communicator C, calibrating_scheduler S, class E>
 calibrated_step_result run_calibrated_step(C& comm, group_cache<C>& cache, S& scheduler,
                                            const std::vector<sample>& batch, E& executor,
                                            const calibrated_step_options& options = {}) {
-  return run_calibrated_step(comm, cache, scheduler, std::span<const sample>(batch), executor, options);
+  return run_calibrated_step(comm, cache, scheduler, std::span<const sample>(batch), executor,
+                             options);
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -19,7 +19,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 /// A backend call failed (an MPI error class, an ncclResult_t, an in-process fault). The message
 /// names the call and the code; both are also kept for programs that branch on them.
 class comm_error : public error {
-public:
+ public:
   comm_error(std::string call, std::int64_t code, const std::string& detail = {})
       : error(describe(call, code, detail)), call_(std::move(call)), code_(code), detail_(detail) {}
 
@@ -30,9 +30,9 @@ public:
   /// What the adapter added about the failure (may be empty).
   [[nodiscard]] const std::string& detail() const noexcept { return detail_; }
 
-private:
-  [[nodiscard]]
-  static std::string describe(const std::string& call, std::int64_t code, const std::string& detail) {
+ private:
+  [[nodiscard]] static std::string describe(const std::string& call, std::int64_t code,
+                                            const std::string& detail) {
     std::string out = call + " failed with code " + std::to_string(code);
     if (!detail.empty()) out += ": " + detail;
     return out;
@@ -66,8 +66,8 @@ concept communicator_operations =
 
 /// The communicator a split of C produces (it need not be C).
 template <class C>
-using split_result_t =
-    typename detail::optional_value<std::remove_cvref_t<decltype(std::declval<C&>().split(0, 0))>>::type;
+using split_result_t = typename detail::optional_value<
+    std::remove_cvref_t<decltype(std::declval<C&>().split(0, 0))>>::type;
 
 /// A group of processes that can agree on small host-side values.
 ///
@@ -84,7 +84,7 @@ using split_result_t =
 /// Models: in_process_communicator (dcp/runtime/in_process.hpp). Adapters for MPI and NCCL wrap
 /// the engine's handle rather than specialising anything on it.
 template <class C>
-concept communicator = detail::communicator_operations<C> &&
-                       detail::communicator_operations<split_result_t<C>>;
+concept communicator =
+    detail::communicator_operations<C> && detail::communicator_operations<split_result_t<C>>;
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

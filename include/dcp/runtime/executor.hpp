@@ -13,9 +13,9 @@
 #include "dcp/error.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/runtime/communicator.hpp"
-#include "dcp/spec/execution_report.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/runtime/plan_agreement.hpp"
+#include "dcp/spec/execution_report.hpp"
 #include "dcp/spec/training.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
@@ -43,20 +43,20 @@ concept micro_batch_executor =
 /// A micro_batch_executor that also runs hybrid micro-steps on their two sub-groups.
 template <class E, class G>
 concept hybrid_executor =
-    micro_batch_executor<E, G> &&
-    requires(E& e, const micro_step& m, hybrid_groups<G> groups, recompute_setting r, double loss_scale) {
+    micro_batch_executor<E, G> && requires(E& e, const micro_step& m, hybrid_groups<G> groups,
+                                           recompute_setting r, double loss_scale) {
       { e.run(m, groups, r, loss_scale) } -> std::same_as<execution_report>;
     };
 
 /// The executor failed on a micro-step; the message keeps the executor's own message.
 class step_error : public error {
-public:
+ public:
   step_error(std::int64_t rank, std::int64_t sequence, const std::string& message)
       : error(message), rank_(rank), sequence_(sequence) {}
   [[nodiscard]] std::int64_t rank() const noexcept { return rank_; }
   [[nodiscard]] std::int64_t sequence() const noexcept { return sequence_; }
 
-private:
+ private:
   std::int64_t rank_;
   std::int64_t sequence_;
 };
@@ -64,12 +64,13 @@ private:
 /// One training step on this rank: agrees on the plan with every rank (collective), creates the
 /// degrees the plan uses in the cache (collective), then runs this rank's micro-steps in plan
 /// order (plan.steps_of(rank)), each on its group, joining a world all-gather at each of the
-/// plan's barriers (collective). Returns one report per micro-step run, in that order. An executor exception becomes step_error naming the rank and the micro-step; a
-/// micro-step whose group is not an aligned group inside the world throws dcp::error on every
-/// rank before any runs.
+/// plan's barriers (collective). Returns one report per micro-step run, in that order. An executor
+/// exception becomes step_error naming the rank and the micro-step; a micro-step whose group is not
+/// an aligned group inside the world throws dcp::error on every rank before any runs.
 template <communicator C, class E>
   requires micro_batch_executor<E, typename group_cache<C>::group_type>
-std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const step_plan& plan, E& executor) {
+std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const step_plan& plan,
+                                       E& executor) {
   const auto rank = static_cast<std::int64_t>(comm.rank());
   if (&cache.world() != &comm)
     throw error("run_step: the group cache was made for another communicator than rank " +
@@ -89,17 +90,21 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
                   std::to_string(i) + ") has first_rank = " + std::to_string(m.first_rank) +
                   ", degree = " + std::to_string(d) +
                   ": not an aligned group (degree a power of two, first_rank a multiple of it) "
-                  "inside the world of " + std::to_string(world) + " ranks");
+                  "inside the world of " +
+                  std::to_string(world) + " ranks");
     if (m.config.sp == sequence_parallel::hybrid) {
       if constexpr (!hybrid_executor<E, typename group_cache<C>::group_type>)
-        throw error("run_step: micro-step " + std::to_string(m.sequence) + " (index " + std::to_string(i) +
+        throw error("run_step: micro-step " + std::to_string(m.sequence) + " (index " +
+                    std::to_string(i) +
                     ") is hybrid (Ulysses inside a node, ring across), and this executor has no "
-                    "run(micro_step, hybrid_groups, recompute_setting, double); plan with sp ulysses or ring");
+                    "run(micro_step, hybrid_groups, recompute_setting, double); plan with sp "
+                    "ulysses or ring");
       const auto u = plan.hybrid_ulysses_degree;
       if (!valid_hybrid_split(u, d))
-        throw error("run_step: micro-step " + std::to_string(m.sequence) + " (index " + std::to_string(i) +
-                    ") is hybrid at degree " + std::to_string(d) + " with plan.hybrid_ulysses_degree = " +
-                    std::to_string(u) + ", must be a power of two in [2, degree)");
+        throw error("run_step: micro-step " + std::to_string(m.sequence) + " (index " +
+                    std::to_string(i) + ") is hybrid at degree " + std::to_string(d) +
+                    " with plan.hybrid_ulysses_degree = " + std::to_string(u) +
+                    ", must be a power of two in [2, degree)");
     }
   }
   cache.prepare(plan);
@@ -115,8 +120,10 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
       try {
         (void)comm.all_gather(std::span<const std::int64_t>(&mark, 1));
       } catch (const std::exception& e) {
-        throw step_error(rank, mark, "rank " + std::to_string(rank) + " failed in the world barrier before micro-step " +
-                                         std::to_string(mark) + ": " + e.what());
+        throw step_error(rank, mark,
+                         "rank " + std::to_string(rank) +
+                             " failed in the world barrier before micro-step " +
+                             std::to_string(mark) + ": " + e.what());
       }
     }
   };
@@ -124,18 +131,21 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
     const auto& m = plan.micro_steps[index];
     pass_barriers_below(m.sequence);
     const auto where = [&] {
-      return "rank " + std::to_string(rank) + " failed in micro-step " + std::to_string(m.sequence) +
-             " (ranks " + std::to_string(m.first_rank) + ".." + std::to_string(m.last_rank()) + "): ";
+      return "rank " + std::to_string(rank) + " failed in micro-step " +
+             std::to_string(m.sequence) + " (ranks " + std::to_string(m.first_rank) + ".." +
+             std::to_string(m.last_rank()) + "): ";
     };
     try {
       if constexpr (hybrid_executor<E, typename group_cache<C>::group_type>) {
         if (m.config.sp == sequence_parallel::hybrid) {
-          reports.push_back(executor.run(m, cache.hybrid(m.first_rank, m.degree(), plan.hybrid_ulysses_degree),
-                                         m.config.recompute, m.loss_scale));
+          reports.push_back(
+              executor.run(m, cache.hybrid(m.first_rank, m.degree(), plan.hybrid_ulysses_degree),
+                           m.config.recompute, m.loss_scale));
           continue;
         }
       }
-      reports.push_back(executor.run(m, cache.group(m.first_rank, m.degree()), m.config.recompute, m.loss_scale));
+      reports.push_back(
+          executor.run(m, cache.group(m.first_rank, m.degree()), m.config.recompute, m.loss_scale));
     } catch (const std::exception& e) {
       throw step_error(rank, m.sequence, where() + e.what());
     } catch (...) {
@@ -146,4 +156,4 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
   return reports;
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

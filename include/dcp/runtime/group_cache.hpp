@@ -39,7 +39,7 @@ struct hybrid_groups {
 /// a created degree are local and O(1). If a split throws, the cache is unchanged.
 template <communicator C>
 class group_cache {
-public:
+ public:
   using group_type = split_result_t<C>;
 
   /// `max_entries`: how many degrees (communicators held by this rank) the cache may create.
@@ -49,7 +49,8 @@ public:
         size_(static_cast<std::int64_t>(world.size())),
         max_entries_(max_entries) {
     if (max_entries < 1)
-      throw error("group_cache: max_entries = " + std::to_string(max_entries) + " must be at least 1");
+      throw error("group_cache: max_entries = " + std::to_string(max_entries) +
+                  " must be at least 1");
     std::size_t levels = 0;
     while ((std::int64_t{1} << levels) <= size_) ++levels;
     slots_.resize(levels);
@@ -77,7 +78,8 @@ public:
   /// group() does, or for a Ulysses degree outside that range; creates what is missing
   /// (collectively: call it for the same micro-steps in the same order on every rank, as
   /// prepare(plan) does).
-  hybrid_groups<group_type> hybrid(std::int64_t first_rank, std::int64_t degree, std::int64_t ulysses) {
+  hybrid_groups<group_type> hybrid(std::int64_t first_rank, std::int64_t degree,
+                                   std::int64_t ulysses) {
     check_hybrid(degree, ulysses);
     auto& whole = group(first_rank, degree);
     auto& local = group(rank_ / ulysses * ulysses, ulysses);
@@ -111,7 +113,8 @@ public:
     for (auto d : degrees) ensure(d);
     // The rings of the hybrid micro-steps, by degree ascending: the same order on every rank.
     for (auto d : degrees)
-      if (d > u && std::any_of(plan.micro_steps.begin(), plan.micro_steps.end(), [&](const micro_step& m) {
+      if (d > u &&
+          std::any_of(plan.micro_steps.begin(), plan.micro_steps.end(), [&](const micro_step& m) {
             return m.config.sp == sequence_parallel::hybrid && m.degree() == d;
           }))
         (void)ring(d, u);
@@ -124,12 +127,15 @@ public:
   }
 
   [[nodiscard]] bool contains(std::int64_t degree) const noexcept {
-    return degree >= 1 && degree <= size_ && (degree & (degree - 1)) == 0 && slots_[level(degree)].created;
+    return degree >= 1 && degree <= size_ && (degree & (degree - 1)) == 0 &&
+           slots_[level(degree)].created;
   }
   /// Degrees created so far (one communicator each on this rank).
   [[nodiscard]] std::int64_t entries() const noexcept { return entries_; }
   /// Hybrid rings created so far (one communicator each on this rank, counted in entries()).
-  [[nodiscard]] std::int64_t rings() const noexcept { return static_cast<std::int64_t>(rings_.size()); }
+  [[nodiscard]] std::int64_t rings() const noexcept {
+    return static_cast<std::int64_t>(rings_.size());
+  }
   [[nodiscard]] std::int64_t max_entries() const noexcept { return max_entries_; }
   /// Aligned groups that exist across the world: the sum of size / d over created degrees.
   [[nodiscard]] std::int64_t groups_in_world() const noexcept {
@@ -140,7 +146,7 @@ public:
   }
   [[nodiscard]] C& world() const noexcept { return *world_; }
 
-private:
+ private:
   struct slot {
     bool created = false;
     std::optional<group_type> group;
@@ -159,8 +165,9 @@ private:
 
   void check_hybrid(std::int64_t degree, std::int64_t ulysses) const {
     if (!valid_hybrid_split(ulysses, degree))
-      throw error("hybrid group request (degree = " + std::to_string(degree) + ", Ulysses degree = " +
-                  std::to_string(ulysses) + "): the Ulysses degree must be a power of two in [2, degree)");
+      throw error("hybrid group request (degree = " + std::to_string(degree) +
+                  ", Ulysses degree = " + std::to_string(ulysses) +
+                  "): the Ulysses degree must be a power of two in [2, degree)");
   }
 
   /// This rank's ring of the hybrid groups of `degree` with Ulysses degree u: created by one
@@ -171,22 +178,23 @@ private:
       if (r.degree == degree && r.ulysses == ulysses) return *r.group;
     if (entries_ >= max_entries_)
       throw error("group_cache: creating the hybrid rings of degree " + std::to_string(degree) +
-                  " would exceed max_entries = " + std::to_string(max_entries_) + " (held: " +
-                  std::to_string(entries_) + ")");
+                  " would exceed max_entries = " + std::to_string(max_entries_) +
+                  " (held: " + std::to_string(entries_) + ")");
     const bool member = rank_ / degree * degree <= size_ - degree;
     const auto color = member ? static_cast<int>(rank_ / degree * ulysses + rank_ % ulysses) : -1;
     std::optional<group_type> made;
     try {
       made = world_->split(color, static_cast<int>(rank_));
     } catch (const comm_error& e) {
-      std::string context = "group_cache: split for the hybrid rings of degree " + std::to_string(degree) +
-                            " failed on rank " + std::to_string(rank_);
+      std::string context = "group_cache: split for the hybrid rings of degree " +
+                            std::to_string(degree) + " failed on rank " + std::to_string(rank_);
       if (!e.detail().empty()) context += " (" + e.detail() + ")";
       throw comm_error(e.call(), e.code(), context);
     }
     if (member && (!made || static_cast<std::int64_t>(made->size()) != degree / ulysses))
-      throw error("group_cache: split for the hybrid rings of degree " + std::to_string(degree) + " gave rank " +
-                  std::to_string(rank_) + (made ? " a group of size " + std::to_string(made->size()) : " no group"));
+      throw error("group_cache: split for the hybrid rings of degree " + std::to_string(degree) +
+                  " gave rank " + std::to_string(rank_) +
+                  (made ? " a group of size " + std::to_string(made->size()) : " no group"));
     rings_.push_back({degree, ulysses, std::move(made)});
     ++entries_;
     return *rings_.back().group;
@@ -197,7 +205,8 @@ private:
       throw error(request(first_rank, degree) + ": degree must be a power of two in [1, " +
                   std::to_string(size_) + "], the world size");
     if (first_rank < 0 || first_rank % degree != 0)
-      throw error(request(first_rank, degree) + ": first_rank must be a non-negative multiple of degree " +
+      throw error(request(first_rank, degree) +
+                  ": first_rank must be a non-negative multiple of degree " +
                   std::to_string(degree));
     // first_rank > size - degree, not first_rank + degree > size: the sum can overflow.
     if (first_rank > size_ - degree) {
@@ -212,8 +221,8 @@ private:
   void create(std::int64_t degree) {
     if (entries_ >= max_entries_)
       throw error("group_cache: creating the groups of degree " + std::to_string(degree) +
-                  " would exceed max_entries = " + std::to_string(max_entries_) + " (held: " +
-                  std::to_string(entries_) + ")");
+                  " would exceed max_entries = " + std::to_string(max_entries_) +
+                  " (held: " + std::to_string(entries_) + ")");
     const auto first = rank_ / degree * degree;
     // In a world that is not a power of two, the last aligned group may not fit: opt out.
     const bool member = first <= size_ - degree;
@@ -222,8 +231,8 @@ private:
       made = world_->split(member ? static_cast<int>(rank_ / degree) : -1, static_cast<int>(rank_));
     } catch (const comm_error& e) {
       // Keep the backend's call and code; add what the cache was doing. Nothing was registered.
-      std::string context = "group_cache: split for the groups of degree " + std::to_string(degree) +
-                           " failed on rank " + std::to_string(rank_);
+      std::string context = "group_cache: split for the groups of degree " +
+                            std::to_string(degree) + " failed on rank " + std::to_string(rank_);
       if (!e.detail().empty()) context += " (" + e.detail() + ")";
       throw comm_error(e.call(), e.code(), context);
     }
@@ -253,4 +262,4 @@ private:
   std::deque<ring_slot> rings_;  // a deque: references handed out stay valid as rings are added
 };
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -65,17 +65,19 @@ struct in_process_group {
 
 /// One rank's handle on a group of an in_process_world. Models dcp::communicator.
 class in_process_communicator {
-public:
+ public:
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return group_->size(); }
   /// This rank's rank in the world the group was split from.
-  [[nodiscard]]
-  int world_rank() const noexcept { return group_->members[static_cast<std::size_t>(rank_)]; }
+  [[nodiscard]] int world_rank() const noexcept {
+    return group_->members[static_cast<std::size_t>(rank_)];
+  }
   /// The world ranks of the group, by group rank.
   [[nodiscard]] const std::vector<int>& world_ranks() const noexcept { return group_->members; }
   /// True when both handles are on the same group (ranks may differ).
-  [[nodiscard]]
-  bool same_group(const in_process_communicator& other) const noexcept { return group_ == other.group_; }
+  [[nodiscard]] bool same_group(const in_process_communicator& other) const noexcept {
+    return group_ == other.group_;
+  }
 
   [[nodiscard]] std::vector<std::int64_t> all_gather(std::span<const std::int64_t> mine) {
     return gather(mine).first;
@@ -104,21 +106,22 @@ public:
       const auto slot = std::make_pair(round, color);
       auto& pending = group_->children[slot];
       if (!pending.group)
-        pending.group = std::make_shared<detail::in_process_group>(group_->shared, std::move(world_ranks));
+        pending.group =
+            std::make_shared<detail::in_process_group>(group_->shared, std::move(world_ranks));
       child = pending.group;
       if (++pending.taken == ordered.size()) group_->children.erase(slot);
     }
     return in_process_communicator(std::move(child), child_rank);
   }
 
-private:
+ private:
   friend class in_process_world;
   in_process_communicator(std::shared_ptr<detail::in_process_group> group, int rank)
       : group_(std::move(group)), rank_(rank) {}
 
   /// The all-gather, and the round it completed (the same on every rank of the group).
-  [[nodiscard]]
-  std::pair<std::vector<std::int64_t>, std::uint64_t> gather(std::span<const std::int64_t> mine) {
+  [[nodiscard]] std::pair<std::vector<std::int64_t>, std::uint64_t> gather(
+      std::span<const std::int64_t> mine) {
     auto& g = *group_;
     std::unique_lock lock(g.shared->mutex);
     if (g.shared->aborted)
@@ -160,13 +163,14 @@ static_assert(communicator<in_process_communicator>);
 
 /// N ranks sharing one process. Hand communicator(r) to the thread playing rank r.
 class in_process_world {
-public:
+ public:
   explicit in_process_world(int size) {
-    if (size < 1) throw error("in_process_world: size = " + std::to_string(size) + " must be at least 1");
+    if (size < 1)
+      throw error("in_process_world: size = " + std::to_string(size) + " must be at least 1");
     std::vector<int> ranks(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = r;
-    world_ = std::make_shared<detail::in_process_group>(std::make_shared<detail::in_process_shared>(),
-                                                        std::move(ranks));
+    world_ = std::make_shared<detail::in_process_group>(
+        std::make_shared<detail::in_process_shared>(), std::move(ranks));
   }
 
   [[nodiscard]] int size() const noexcept { return world_->size(); }
@@ -190,7 +194,7 @@ public:
     world_->shared->changed.notify_all();
   }
 
-private:
+ private:
   std::shared_ptr<detail::in_process_group> world_;
 };
 
@@ -221,4 +225,4 @@ void run_ranks(int n, F&& f) {
   if (first) std::rethrow_exception(first);
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

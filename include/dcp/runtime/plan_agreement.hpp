@@ -47,7 +47,8 @@ std::uint64_t agree_on_plan(C& comm, const step_plan& plan) {
     ranks_of[static_cast<std::uint64_t>(all[r])].push_back(static_cast<std::int64_t>(r));
   if (ranks_of.size() > 1) {
     // Largest camp first (then by lowest rank), so the odd ones out read last.
-    std::vector<std::pair<std::uint64_t, std::vector<std::int64_t>>> camps(ranks_of.begin(), ranks_of.end());
+    std::vector<std::pair<std::uint64_t, std::vector<std::int64_t>>> camps(ranks_of.begin(),
+                                                                           ranks_of.end());
     std::stable_sort(camps.begin(), camps.end(), [](const auto& a, const auto& b) {
       if (a.second.size() != b.second.size()) return a.second.size() > b.second.size();
       return a.second.front() < b.second.front();
@@ -55,7 +56,8 @@ std::uint64_t agree_on_plan(C& comm, const step_plan& plan) {
     std::string message = "plan disagreement across " + std::to_string(all.size()) + " ranks: ";
     for (std::size_t i = 0; i < camps.size(); ++i) {
       if (i > 0) message += "; ";
-      message += detail::rank_list(camps[i].second) + " planned fingerprint " + detail::hex64(camps[i].first);
+      message += detail::rank_list(camps[i].second) + " planned fingerprint " +
+                 detail::hex64(camps[i].first);
     }
     throw error(message);
   }
@@ -66,4 +68,4 @@ std::uint64_t agree_on_plan(C& comm, const step_plan& plan) {
   return fingerprint;
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

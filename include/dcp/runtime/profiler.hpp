@@ -49,10 +49,12 @@ template <cost_model M>
 [[nodiscard]] std::vector<profile_point> profile_points(const M& model, const profile_grid& grid) {
   const auto& cluster = model.cluster();
   if (grid.lengths.empty() || grid.degrees.empty() || grid.recompute.empty())
-    throw invalid_spec("profile_grid: lengths, degrees and recompute must each hold at least one value");
+    throw invalid_spec(
+        "profile_grid: lengths, degrees and recompute must each hold at least one value");
   if (grid.warmups < 0 || grid.repetitions < 1)
-    throw invalid_spec("profile_grid: warmups = " + std::to_string(grid.warmups) + " (must be >= 0), repetitions = " +
-                       std::to_string(grid.repetitions) + " (must be >= 1)");
+    throw invalid_spec("profile_grid: warmups = " + std::to_string(grid.warmups) +
+                       " (must be >= 0), repetitions = " + std::to_string(grid.repetitions) +
+                       " (must be >= 1)");
   std::vector<profile_point> out;
   std::uint64_t next_id = 0;
   for (const auto length : grid.lengths) {
@@ -105,8 +107,8 @@ template <cost_model M>
 /// What profile() measured and the model it built.
 template <cost_model M>
 struct profile_result {
-  calibrated<M> model;                     ///< the profiled cost model
-  std::vector<observation> observations;   ///< every measured micro-step, in run order
+  calibrated<M> model;                    ///< the profiled cost model
+  std::vector<observation> observations;  ///< every measured micro-step, in run order
 };
 
 /// Runs every point of profile_points(base, grid) — warm-ups, then repetitions — through
@@ -115,9 +117,9 @@ struct profile_result {
 /// out-of-memory observations (they tighten that configuration). Collective over `comm`.
 template <communicator C, cost_model M, class E>
   requires micro_batch_executor<E, typename group_cache<C>::group_type>
-[[nodiscard]]
-profile_result<M> profile(C& comm, group_cache<C>& cache, const M& base, const profile_grid& grid,
-                          E& executor, const calibration_options& options = {}) {
+[[nodiscard]] profile_result<M> profile(C& comm, group_cache<C>& cache, const M& base,
+                                        const profile_grid& grid, E& executor,
+                                        const calibration_options& options = {}) {
   const auto points = profile_points(base, grid);
   std::size_t measured_steps = 0;
   for (const auto& point : points)
@@ -138,4 +140,4 @@ profile_result<M> profile(C& comm, group_cache<C>& cache, const M& base, const p
   return result;
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -15,4 +15,4 @@ struct execution_report {
   friend bool operator==(const execution_report&, const execution_report&) = default;
 };
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

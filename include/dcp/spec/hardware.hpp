@@ -15,9 +15,9 @@ inline constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 
 struct gpu_spec {
   std::string name;
-  double peak_flops = 0;      ///< dense BF16 tensor-core FLOP/s
-  double memory_bytes = 0;    ///< HBM capacity as the driver reports it
-  double hbm_bandwidth = 0;   ///< bytes/s
+  double peak_flops = 0;     ///< dense BF16 tensor-core FLOP/s
+  double memory_bytes = 0;   ///< HBM capacity as the driver reports it
+  double hbm_bandwidth = 0;  ///< bytes/s
   /// Streaming multiprocessors; the cost models derive GEMM efficiency at small token counts
   /// from it (dcp/cost/gemm_waves.hpp). 0 = unknown: no fixed GEMM cost is charged.
   std::int64_t streaming_multiprocessors = 0;
@@ -34,13 +34,20 @@ inline std::ostream& operator<<(std::ostream& os, const gpu_spec& g) {
 namespace gpus {
 /// H100 SXM5 80 GB: 989.4 TFLOP/s dense BF16, 3.35 TB/s, 132 SMs (§1.1); the driver reports
 /// ~79.6 GiB.
-[[nodiscard]] inline gpu_spec h100_sxm() { return {"H100-SXM", 989.4e12, 79.6 * gib, 3.35e12, 132}; }
+[[nodiscard]] inline gpu_spec h100_sxm() {
+  return {"H100-SXM", 989.4e12, 79.6 * gib, 3.35e12, 132};
+}
 /// H200 SXM 141 GB: same compute (132 SMs) as H100, 4.8 TB/s; the driver reports ~140 GiB.
-[[nodiscard]] inline gpu_spec h200_sxm() { return {"H200-SXM", 989.4e12, 140.0 * gib, 4.8e12, 132}; }
+[[nodiscard]] inline gpu_spec h200_sxm() {
+  return {"H200-SXM", 989.4e12, 140.0 * gib, 4.8e12, 132};
+}
 /// A100 SXM4 40 GB (NVIDIA A100 Tensor Core GPU datasheet): 312 TFLOP/s dense BF16, 40 GB HBM2
-/// at 1,555 GB/s, 108 SMs (NVIDIA A100 architecture whitepaper [R]); the driver reports 40,960 MiB = 40 GiB [R]. Its NVLink (600 GB/s
-/// bidirectional, 300 per direction) is the cluster's: see a100_nvlink_bandwidth.
-[[nodiscard]] inline gpu_spec a100_sxm_40gb() { return {"A100-SXM4-40GB", 312e12, 40.0 * gib, 1.555e12, 108}; }
+/// at 1,555 GB/s, 108 SMs (NVIDIA A100 architecture whitepaper [R]); the driver reports 40,960 MiB
+/// = 40 GiB [R]. Its NVLink (600 GB/s bidirectional, 300 per direction) is the cluster's: see
+/// a100_nvlink_bandwidth.
+[[nodiscard]] inline gpu_spec a100_sxm_40gb() {
+  return {"A100-SXM4-40GB", 312e12, 40.0 * gib, 1.555e12, 108};
+}
 /// All-to-all bus bandwidth of A100's NVLink 3 (12 links, 300 GB/s per direction, datasheet):
 /// the H100 ratio of nccl-tests' non-all-reduce busbw to line rate (370 / 450, nccl-tests#212)
 /// applied to 300 GB/s [D]. For cluster_spec::nvlink_bandwidth.
@@ -52,15 +59,17 @@ struct cluster_spec {
   std::int64_t gpus = 0;
   std::int64_t gpus_per_node = 8;
   gpu_spec gpu{};
-  double nvlink_bandwidth = 370e9;     ///< per GPU, all-to-all bus bandwidth (nccl-tests#212)
-  double nic_bandwidth = 48e9;         ///< per GPU, one CX-7 400G NIC through NCCL (nccl-tests#267)
-  double intra_node_latency = 15e-6;   ///< per collective inside a node (NCCL tuning.cc, §1.3)
-  double inter_node_latency = 40e-6;   ///< per collective across nodes (§1.3 planning default)
+  double nvlink_bandwidth = 370e9;    ///< per GPU, all-to-all bus bandwidth (nccl-tests#212)
+  double nic_bandwidth = 48e9;        ///< per GPU, one CX-7 400G NIC through NCCL (nccl-tests#267)
+  double intra_node_latency = 15e-6;  ///< per collective inside a node (NCCL tuning.cc, §1.3)
+  double inter_node_latency = 40e-6;  ///< per collective across nodes (§1.3 planning default)
 
-  [[nodiscard]]
-  std::int64_t nodes() const noexcept { return gpus_per_node ? gpus / gpus_per_node : 0; }
-  [[nodiscard]]
-  std::int64_t node_of(std::int64_t rank) const noexcept { return rank / gpus_per_node; }
+  [[nodiscard]] std::int64_t nodes() const noexcept {
+    return gpus_per_node ? gpus / gpus_per_node : 0;
+  }
+  [[nodiscard]] std::int64_t node_of(std::int64_t rank) const noexcept {
+    return rank / gpus_per_node;
+  }
 
   friend bool operator==(const cluster_spec&, const cluster_spec&) = default;
 
@@ -76,8 +85,7 @@ struct cluster_spec {
   /// bandwidths not finite and > 0; gpu.streaming_multiprocessors outside [0,
   /// max_streaming_multiprocessors]; latencies not finite and >= 0.
   void validate() const {
-    if (gpus < 1)
-      throw invalid_spec("cluster: gpus = " + std::to_string(gpus) + ", must be >= 1");
+    if (gpus < 1) throw invalid_spec("cluster: gpus = " + std::to_string(gpus) + ", must be >= 1");
     if (gpus > max_gpus)
       throw invalid_spec("cluster: gpus = " + std::to_string(gpus) + ", must be in [1, " +
                          std::to_string(max_gpus) + "]");
@@ -91,14 +99,16 @@ struct cluster_spec {
     // a group as crossing nodes only when it is larger than a node: true only where a node's size
     // is a power of two (or there is one node).
     if (gpus != gpus_per_node && !std::has_single_bit(static_cast<std::uint64_t>(gpus_per_node)))
-      throw invalid_spec("cluster: gpus_per_node = " + std::to_string(gpus_per_node) + " with " +
-                         std::to_string(gpus) + " GPUs in " + std::to_string(gpus / gpus_per_node) +
-                         " nodes, must be a power of two (1, 2, 4, 8, ...) where there is more "
-                         "than one node: the aligned groups of 2, 4, ... GPUs would straddle nodes");
+      throw invalid_spec(
+          "cluster: gpus_per_node = " + std::to_string(gpus_per_node) + " with " +
+          std::to_string(gpus) + " GPUs in " + std::to_string(gpus / gpus_per_node) +
+          " nodes, must be a power of two (1, 2, 4, 8, ...) where there is more "
+          "than one node: the aligned groups of 2, 4, ... GPUs would straddle nodes");
     detail::require_finite_positive(gpu.peak_flops, "cluster: ", "gpu.peak_flops");
     detail::require_finite_positive(gpu.memory_bytes, "cluster: ", "gpu.memory_bytes");
     detail::require_finite_positive(gpu.hbm_bandwidth, "cluster: ", "gpu.hbm_bandwidth");
-    if (gpu.streaming_multiprocessors < 0 || gpu.streaming_multiprocessors > max_streaming_multiprocessors)
+    if (gpu.streaming_multiprocessors < 0 ||
+        gpu.streaming_multiprocessors > max_streaming_multiprocessors)
       throw invalid_spec("cluster: gpu.streaming_multiprocessors = " +
                          std::to_string(gpu.streaming_multiprocessors) + ", must be in [0, " +
                          std::to_string(max_streaming_multiprocessors) + "] (0 = unknown)");
@@ -129,4 +139,4 @@ inline std::ostream& operator<<(std::ostream& os, const cluster_spec& c) {
             << c.nic_bandwidth / 1e9 << " GB/s}";
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -25,8 +25,10 @@ struct micro_batch_shape {
   [[nodiscard]] static double pairs_of(const sample& s) noexcept {
     const auto n = static_cast<double>(s.tokens);
     switch (s.attention) {
-      case attention_kind::causal: return 0.5 * n * n;
-      case attention_kind::full: return n * n;
+      case attention_kind::causal:
+        return 0.5 * n * n;
+      case attention_kind::full:
+        return n * n;
       case attention_kind::factorised: {
         if (!s.video) return n * n;
         const auto frames = static_cast<double>(s.video->frames);
@@ -48,21 +50,20 @@ struct micro_batch_shape {
   micro_batch_shape& operator+=(const micro_batch_shape& other) {
     const auto sum_samples = detail::checked_add(samples, other.samples);
     const auto sum_tokens = detail::checked_add(tokens, other.tokens);
-    if (!sum_samples || !sum_tokens)
-      throw_overflow(other, sum_samples ? "tokens" : "samples");
+    if (!sum_samples || !sum_tokens) throw_overflow(other, sum_samples ? "tokens" : "samples");
     samples = *sum_samples;
     tokens = *sum_tokens;
     longest = std::max(longest, other.longest);
     attention_pairs += other.attention_pairs;
     return *this;
   }
-  [[nodiscard]]
-  friend micro_batch_shape operator+(micro_batch_shape a, const micro_batch_shape& b) {
+  [[nodiscard]] friend micro_batch_shape operator+(micro_batch_shape a,
+                                                   const micro_batch_shape& b) {
     return a += b;
   }
   friend bool operator==(const micro_batch_shape&, const micro_batch_shape&) = default;
 
-private:
+ private:
   [[noreturn]] void throw_overflow(const micro_batch_shape& other, const char* field) const {
     const bool by_tokens = std::string(field) == "tokens";
     throw invalid_sample("micro-batch shape: " + std::string(field) + " = " +
@@ -77,4 +78,4 @@ inline std::ostream& operator<<(std::ostream& os, const micro_batch_shape& s) {
             << ", pairs=" << s.attention_pairs << '}';
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -31,8 +31,8 @@ struct model_spec {
   mlp_kind mlp = mlp_kind::swiglu;
   bool qkv_bias = false;
   attention_kind attention = attention_kind::causal;  ///< the model's native layout
-  std::int64_t text_tokens = 0;                        ///< cross-attention context (DiT captions)
-  std::int64_t text_embed_dim = 0;                     ///< width of the text encoder output
+  std::int64_t text_tokens = 0;                       ///< cross-attention context (DiT captions)
+  std::int64_t text_embed_dim = 0;                    ///< width of the text encoder output
 
   /// Largest value of a shape field: recompute_setting counts layers in int32, and no real
   /// tensor dimension, vocabulary or caption length comes near it.
@@ -43,21 +43,25 @@ struct model_spec {
   [[nodiscard]] bool has_cross_attention() const noexcept { return text_tokens > 0; }
 
   /// Parameters of one transformer block (weights, biases, norms).
-  [[nodiscard]]
-  std::int64_t block_params() const noexcept { return block_params_as<std::int64_t>(); }
+  [[nodiscard]] std::int64_t block_params() const noexcept {
+    return block_params_as<std::int64_t>();
+  }
 
   /// Parameters outside the blocks: embeddings and LM head for LMs; patch, timestep and caption
   /// embedders and the output head for DiTs.
-  [[nodiscard]]
-  std::int64_t outer_params() const noexcept { return outer_params_as<std::int64_t>(); }
+  [[nodiscard]] std::int64_t outer_params() const noexcept {
+    return outer_params_as<std::int64_t>();
+  }
 
-  [[nodiscard]]
-  std::int64_t total_params() const noexcept { return total_params_as<std::int64_t>(); }
+  [[nodiscard]] std::int64_t total_params() const noexcept {
+    return total_params_as<std::int64_t>();
+  }
 
   /// Parameters that act on every token in matrix multiplies (embedding lookups excluded, the LM
   /// head included; cross-attention k/v act on text tokens, not on sample tokens).
-  [[nodiscard]]
-  std::int64_t per_token_params() const noexcept { return per_token_params_as<std::int64_t>(); }
+  [[nodiscard]] std::int64_t per_token_params() const noexcept {
+    return per_token_params_as<std::int64_t>();
+  }
 
   /// The parameter counts in `Int`: std::int64_t for use, detail::checked_int64 to validate.
   template <class Int>
@@ -83,7 +87,8 @@ struct model_spec {
   template <class Int>
   [[nodiscard]] Int outer_params_as() const noexcept {
     const Int h = hidden;
-    if (family == model_family::decoder_lm) return 2 * Int{vocab} * h + h;  // untied embedding + head
+    if (family == model_family::decoder_lm)
+      return 2 * Int{vocab} * h + h;  // untied embedding + head
     const Int caption = Int{text_embed_dim} * h + h + h * h + h;
     const Int timestep = 256 * h + h + h * h + h;
     const Int modulation = 6 * h * h + 6 * h;
@@ -116,18 +121,19 @@ struct model_spec {
         throw invalid_spec(where() + field + " = " + std::to_string(static_cast<unsigned>(value)) +
                            ", must be " + allowed);
     };
-    require_known(family == model_family::decoder_lm || family == model_family::diffusion_transformer,
-                  family, "family", "decoder_lm or diffusion_transformer");
+    require_known(
+        family == model_family::decoder_lm || family == model_family::diffusion_transformer, family,
+        "family", "decoder_lm or diffusion_transformer");
     require_known(mlp == mlp_kind::swiglu || mlp == mlp_kind::gelu, mlp, "mlp", "swiglu or gelu");
     require_known(detail::known_attention(attention), attention, "attention",
                   "causal, full or factorised");
     const auto require_in_range = [&](std::int64_t value, const char* field, std::int64_t least) {
       if (value < least)
-        throw invalid_spec(where() + field + " = " + std::to_string(value) + ", must be >= " +
-                           std::to_string(least));
-      if (value > max_dimension)
         throw invalid_spec(where() + field + " = " + std::to_string(value) +
-                           ", must be at most " + std::to_string(max_dimension));
+                           ", must be >= " + std::to_string(least));
+      if (value > max_dimension)
+        throw invalid_spec(where() + field + " = " + std::to_string(value) + ", must be at most " +
+                           std::to_string(max_dimension));
     };
     require_in_range(layers, "layers", 1);
     require_in_range(hidden, "hidden", 1);
@@ -157,10 +163,10 @@ struct model_spec {
     const auto require_representable = [&](detail::checked_int64 count, const char* what) {
       if (count.overflow)
         throw invalid_spec(where() + what + " exceeds " + std::to_string(detail::int64_max) +
-                           " (layers = " + std::to_string(layers) + ", hidden = " +
-                           std::to_string(hidden) + ", ffn = " + std::to_string(ffn) +
-                           ", vocab = " + std::to_string(vocab) + ", text_embed_dim = " +
-                           std::to_string(text_embed_dim) + ")");
+                           " (layers = " + std::to_string(layers) +
+                           ", hidden = " + std::to_string(hidden) +
+                           ", ffn = " + std::to_string(ffn) + ", vocab = " + std::to_string(vocab) +
+                           ", text_embed_dim = " + std::to_string(text_embed_dim) + ")");
     };
     require_representable(block_params_as<detail::checked_int64>(), "block_params");
     require_representable(outer_params_as<detail::checked_int64>(), "outer_params");
@@ -175,8 +181,10 @@ inline std::ostream& operator<<(std::ostream& os, const model_spec& m) {
      << ", params=";
   // Printing never overflows, whether or not the spec was validated.
   const auto params = m.total_params_as<detail::checked_int64>();
-  if (params.overflow) os << "(beyond int64)";
-  else os << params.value;
+  if (params.overflow)
+    os << "(beyond int64)";
+  else
+    os << params.value;
   return os << '}';
 }
 
@@ -185,20 +193,20 @@ inline std::ostream& operator<<(std::ostream& os, const model_spec& m) {
 namespace models {
 
 [[nodiscard]] inline model_spec llama3_8b() {
-  return {"Llama-3-8B", model_family::decoder_lm, 32, 4096, 32, 8, 14336, 128256,
-          mlp_kind::swiglu, false, attention_kind::causal, 0, 0};
+  return {"Llama-3-8B", model_family::decoder_lm, 32, 4096, 32, 8, 14336, 128256, mlp_kind::swiglu,
+          false,        attention_kind::causal,   0,  0};
 }
 [[nodiscard]] inline model_spec llama3_70b() {
-  return {"Llama-3-70B", model_family::decoder_lm, 80, 8192, 64, 8, 28672, 128256,
-          mlp_kind::swiglu, false, attention_kind::causal, 0, 0};
+  return {"Llama-3-70B", model_family::decoder_lm, 80, 8192, 64, 8, 28672, 128256, mlp_kind::swiglu,
+          false,         attention_kind::causal,   0,  0};
 }
 [[nodiscard]] inline model_spec qwen25_7b() {
-  return {"Qwen2.5-7B", model_family::decoder_lm, 28, 3584, 28, 4, 18944, 152064,
-          mlp_kind::swiglu, true, attention_kind::causal, 0, 0};
+  return {"Qwen2.5-7B", model_family::decoder_lm, 28, 3584, 28, 4, 18944, 152064, mlp_kind::swiglu,
+          true,         attention_kind::causal,   0,  0};
 }
 [[nodiscard]] inline model_spec qwen25_72b() {
-  return {"Qwen2.5-72B", model_family::decoder_lm, 80, 8192, 64, 8, 29568, 152064,
-          mlp_kind::swiglu, true, attention_kind::causal, 0, 0};
+  return {"Qwen2.5-72B", model_family::decoder_lm, 80, 8192, 64, 8, 29568, 152064, mlp_kind::swiglu,
+          true,          attention_kind::causal,   0,  0};
 }
 /// The GPT of Megatron-LM's dynamic-context-parallel benchmark (dev branch,
 /// examples/dynamic_context_parallel/benchmark_dcp.sh: NUM_LAYERS 12, HIDDEN_SIZE 2048,
@@ -207,29 +215,52 @@ namespace models {
 /// output layer by default and uses LayerNorm; model_spec counts an untied head and RMSNorm
 /// weights, so total_params() is 1.14 B where the benchmark's model has ~0.89 B.
 [[nodiscard]] inline model_spec megatron_dcp_benchmark_gpt() {
-  return {"Megatron-DCP-bench-GPT", model_family::decoder_lm, 12, 2048, 16, 16, 8192, 131072,
-          mlp_kind::gelu, true, attention_kind::causal, 0, 0};
+  return {"Megatron-DCP-bench-GPT",
+          model_family::decoder_lm,
+          12,
+          2048,
+          16,
+          16,
+          8192,
+          131072,
+          mlp_kind::gelu,
+          true,
+          attention_kind::causal,
+          0,
+          0};
 }
 /// GPT-7B as FlexSP (arXiv 2412.01523) evaluates it; the paper gives no shape, so GPT-3 6.7B's
 /// (Brown et al. 2020, Table 2.1: 32 layers, d_model 4096, 32 heads of 128) with a 4h GELU MLP
 /// and the GPT-2 vocabulary of 50,257 (Galvatron's GPT models are Hugging Face GPT-2 classes).
 [[nodiscard]] inline model_spec gpt_7b() {
-  return {"GPT-7B", model_family::decoder_lm, 32, 4096, 32, 32, 16384, 50257,
-          mlp_kind::gelu, true, attention_kind::causal, 0, 0};
+  return {"GPT-7B", model_family::decoder_lm, 32, 4096, 32, 32, 16384, 50257, mlp_kind::gelu,
+          true,     attention_kind::causal,   0,  0};
 }
 /// OpenSora 1.2 STDiT3-XL/2: 28 spatial + 28 temporal blocks, hidden 1152, 16 heads, GELU MLP
 /// ratio 4, cross-attention to 300 T5 tokens of width 4096.
 [[nodiscard]] inline model_spec stdit3_xl() {
-  return {"STDiT3-XL", model_family::diffusion_transformer, 56, 1152, 16, 16, 4608, 0,
-          mlp_kind::gelu, true, attention_kind::factorised, 300, 4096};
+  return {
+      "STDiT3-XL", model_family::diffusion_transformer, 56,  1152, 16, 16, 4608, 0, mlp_kind::gelu,
+      true,        attention_kind::factorised,          300, 4096};
 }
 /// Wan2.1-T2V-14B: 40 blocks, hidden 5120, 40 heads, FFN 13824, full 3D attention,
 /// cross-attention to 512 umT5 tokens of width 4096.
 [[nodiscard]] inline model_spec wan21_14b() {
-  return {"Wan2.1-14B", model_family::diffusion_transformer, 40, 5120, 40, 40, 13824, 0,
-          mlp_kind::gelu, true, attention_kind::full, 512, 4096};
+  return {"Wan2.1-14B",
+          model_family::diffusion_transformer,
+          40,
+          5120,
+          40,
+          40,
+          13824,
+          0,
+          mlp_kind::gelu,
+          true,
+          attention_kind::full,
+          512,
+          4096};
 }
 
 }  // namespace models
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -24,14 +24,19 @@ enum class attention_kind : std::uint8_t {
 
 [[nodiscard]] constexpr std::string_view to_string(attention_kind kind) noexcept {
   switch (kind) {
-    case attention_kind::causal: return "causal";
-    case attention_kind::full: return "full";
-    case attention_kind::factorised: return "factorised";
+    case attention_kind::causal:
+      return "causal";
+    case attention_kind::full:
+      return "full";
+    case attention_kind::factorised:
+      return "factorised";
   }
   return "unknown";
 }
 
-inline std::ostream& operator<<(std::ostream& os, attention_kind kind) { return os << to_string(kind); }
+inline std::ostream& operator<<(std::ostream& os, attention_kind kind) {
+  return os << to_string(kind);
+}
 
 namespace detail {
 /// False for a value cast into the enumeration that names none of its kinds.
@@ -66,9 +71,9 @@ struct video_shape {
   }
   /// "video grid frames = F, height = H, width = W holds more than 2^63 - 1 tokens".
   [[nodiscard]] std::string overflow_message() const {
-    return "video grid frames = " + std::to_string(frames) + ", height = " + std::to_string(height) +
-           ", width = " + std::to_string(width) + ": frames x height x width exceeds " +
-           std::to_string(detail::int64_max) + " tokens";
+    return "video grid frames = " + std::to_string(frames) +
+           ", height = " + std::to_string(height) + ", width = " + std::to_string(width) +
+           ": frames x height x width exceeds " + std::to_string(detail::int64_max) + " tokens";
   }
   friend constexpr auto operator<=>(const video_shape&, const video_shape&) = default;
 };
@@ -95,7 +100,7 @@ struct sample {
 /// A video sample over a latent grid; tokens are derived from the grid. Throws invalid_sample,
 /// naming the sample and the grid, where frames x height x width exceeds int64.
 [[nodiscard]] constexpr sample video_sample(std::uint64_t id, video_shape shape,
-                              attention_kind attention = attention_kind::factorised) {
+                                            attention_kind attention = attention_kind::factorised) {
   if (const auto tokens = shape.checked_tokens()) return sample{id, *tokens, attention, shape};
   throw invalid_sample("sample " + std::to_string(id) + ": " + shape.overflow_message());
 }
@@ -106,4 +111,4 @@ inline std::ostream& operator<<(std::ostream& os, const sample& s) {
   return os << '}';
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -34,16 +34,21 @@ enum class loss_normalisation : std::uint8_t { tokens, samples };
 
 [[nodiscard]] constexpr std::string_view to_string(sequence_parallel sp) noexcept {
   switch (sp) {
-    case sequence_parallel::ulysses: return "ulysses";
-    case sequence_parallel::ring: return "ring";
-    case sequence_parallel::hybrid: return "hybrid";
-    case sequence_parallel::automatic: return "auto";
+    case sequence_parallel::ulysses:
+      return "ulysses";
+    case sequence_parallel::ring:
+      return "ring";
+    case sequence_parallel::hybrid:
+      return "hybrid";
+    case sequence_parallel::automatic:
+      return "auto";
   }
   return "unknown";
 }
 
 /// The style named `text` ("ulysses", "ring", "hybrid", "auto"), or nullopt.
-[[nodiscard]] constexpr std::optional<sequence_parallel> parse_sequence_parallel(std::string_view text) noexcept {
+[[nodiscard]] constexpr std::optional<sequence_parallel> parse_sequence_parallel(
+    std::string_view text) noexcept {
   for (auto sp : {sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid,
                   sequence_parallel::automatic})
     if (to_string(sp) == text) return sp;
@@ -56,23 +61,29 @@ enum class loss_normalisation : std::uint8_t { tokens, samples };
 
 /// Whether a micro-batch can run `sp`: ulysses, ring or hybrid (automatic is a training run's).
 [[nodiscard]] constexpr bool is_micro_batch_style(sequence_parallel sp) noexcept {
-  return sp == sequence_parallel::ulysses || sp == sequence_parallel::ring || sp == sequence_parallel::hybrid;
+  return sp == sequence_parallel::ulysses || sp == sequence_parallel::ring ||
+         sp == sequence_parallel::hybrid;
 }
 
 /// Whether `ulysses` splits a hybrid group of `degree` GPUs: a power of two in [2, degree), so
 /// it divides the degree and the ring has at least 2 members.
-[[nodiscard]] constexpr bool valid_hybrid_split(std::int64_t ulysses, std::int64_t degree) noexcept {
+[[nodiscard]] constexpr bool valid_hybrid_split(std::int64_t ulysses,
+                                                std::int64_t degree) noexcept {
   return ulysses >= 2 && (ulysses & (ulysses - 1)) == 0 && ulysses < degree;
 }
 [[nodiscard]] constexpr std::string_view to_string(loss_normalisation n) noexcept {
   return n == loss_normalisation::tokens ? "tokens" : "samples";
 }
-inline std::ostream& operator<<(std::ostream& os, sequence_parallel sp) { return os << to_string(sp); }
-inline std::ostream& operator<<(std::ostream& os, loss_normalisation n) { return os << to_string(n); }
+inline std::ostream& operator<<(std::ostream& os, sequence_parallel sp) {
+  return os << to_string(sp);
+}
+inline std::ostream& operator<<(std::ostream& os, loss_normalisation n) {
+  return os << to_string(n);
+}
 
 struct training_spec {
   precision mixed_precision = precision::bf16_mixed;
-  int zero_stage = 1;                       ///< ZeRO stage over the whole data-parallel world
+  int zero_stage = 1;  ///< ZeRO stage over the whole data-parallel world
   /// Memory kept free on every GPU for allocator fragmentation and what the model does not
   /// count: the larger of headroom_bytes and headroom_fraction of the capacity. The default is
   /// the top of the 5-10 % that docs/cost-sources.md §8 recommends ("reserved > allocated").
@@ -81,7 +92,7 @@ struct training_spec {
   double runtime_reserve_bytes = 3.0 * gib;  ///< CUDA context, NCCL (docs/cost-sources.md §4.1)
   sequence_parallel sp = sequence_parallel::ulysses;
   loss_normalisation normalise_by = loss_normalisation::tokens;
-  bool chunked_cross_entropy = false;       ///< fused/chunked CE: no full logits tensor
+  bool chunked_cross_entropy = false;  ///< fused/chunked CE: no full logits tensor
 
   /// Bytes kept free per GPU on this cluster.
   [[nodiscard]] double headroom(const cluster_spec& cluster) const noexcept {
@@ -95,16 +106,16 @@ struct training_spec {
   /// nothing of the memory budget.
   void validate(const cluster_spec& cluster) const {
     if (mixed_precision != precision::bf16_mixed)
-      throw invalid_spec("training: mixed_precision = " +
-                         std::to_string(static_cast<unsigned>(mixed_precision)) +
-                         ", must be bf16_mixed");
+      throw invalid_spec(
+          "training: mixed_precision = " + std::to_string(static_cast<unsigned>(mixed_precision)) +
+          ", must be bf16_mixed");
     if (!is_known(sp))
       throw invalid_spec("training: sp = " + std::to_string(static_cast<unsigned>(sp)) +
                          ", must be ulysses, ring, hybrid or auto");
     if (normalise_by != loss_normalisation::tokens && normalise_by != loss_normalisation::samples)
-      throw invalid_spec("training: normalise_by = " +
-                         std::to_string(static_cast<unsigned>(normalise_by)) +
-                         ", must be tokens or samples");
+      throw invalid_spec(
+          "training: normalise_by = " + std::to_string(static_cast<unsigned>(normalise_by)) +
+          ", must be tokens or samples");
     if (zero_stage < 0 || zero_stage > 3)
       throw invalid_spec("training: zero_stage = " + std::to_string(zero_stage) +
                          ", must be in [0, 3]");
@@ -112,17 +123,17 @@ struct training_spec {
     if (!(headroom_fraction >= 0) || headroom_fraction >= 1)
       throw invalid_spec("training: headroom_fraction = " + detail::number_text(headroom_fraction) +
                          ", must be in [0, 1)");
-    detail::require_finite_non_negative(runtime_reserve_bytes, "training: ", "runtime_reserve_bytes");
+    detail::require_finite_non_negative(runtime_reserve_bytes,
+                                        "training: ", "runtime_reserve_bytes");
     if (headroom(cluster) >= cluster.gpu.memory_bytes)
       throw invalid_spec("training: headroom_bytes = " + std::to_string(headroom(cluster)) +
                          " must be below the GPU capacity " +
                          std::to_string(cluster.gpu.memory_bytes) + " bytes");
     if (runtime_reserve_bytes >= memory_budget(cluster))
-      throw invalid_spec("training: runtime_reserve_bytes = " +
-                         detail::bytes_text(runtime_reserve_bytes) +
-                         " must be below the memory budget of " +
-                         detail::bytes_text(memory_budget(cluster)) +
-                         " bytes (GPU capacity less headroom)");
+      throw invalid_spec(
+          "training: runtime_reserve_bytes = " + detail::bytes_text(runtime_reserve_bytes) +
+          " must be below the memory budget of " + detail::bytes_text(memory_budget(cluster)) +
+          " bytes (GPU capacity less headroom)");
   }
 
   /// Bytes a micro-batch may use at its peak on one GPU: capacity minus headroom.
@@ -151,8 +162,8 @@ struct recompute_setting {
   [[nodiscard]] static constexpr recompute_setting full(std::int64_t model_layers) noexcept {
     return {static_cast<std::int32_t>(model_layers), false};
   }
-  [[nodiscard]]
-  static constexpr recompute_setting partial(std::int64_t recomputed_layers) noexcept {
+  [[nodiscard]] static constexpr recompute_setting partial(
+      std::int64_t recomputed_layers) noexcept {
     return {static_cast<std::int32_t>(recomputed_layers), false};
   }
   [[nodiscard]] constexpr bool is_none() const noexcept { return layers == 0 && !selective; }
@@ -164,7 +175,8 @@ struct recompute_setting {
   if (r.is_none()) return "none";
   std::string out;
   if (r.selective) out = "selective";
-  if (r.layers > 0) out += (out.empty() ? "" : "+") + std::string("layers:") + std::to_string(r.layers);
+  if (r.layers > 0)
+    out += (out.empty() ? "" : "+") + std::string("layers:") + std::to_string(r.layers);
   return out;
 }
 inline std::ostream& operator<<(std::ostream& os, const recompute_setting& r) {
@@ -173,7 +185,8 @@ inline std::ostream& operator<<(std::ostream& os, const recompute_setting& r) {
 
 /// The Ulysses degree inside a hybrid group: the largest power of two that divides the head
 /// count, is at most the GPUs of a node and at most `degree` (1 when the heads are odd).
-[[nodiscard]] constexpr std::int64_t hybrid_ulysses_degree(std::int64_t degree, const model_spec& model,
+[[nodiscard]] constexpr std::int64_t hybrid_ulysses_degree(std::int64_t degree,
+                                                           const model_spec& model,
                                                            const cluster_spec& cluster) noexcept {
   std::int64_t u = 1;
   while (u * 2 <= degree && u * 2 <= cluster.gpus_per_node && model.heads % (u * 2) == 0) u *= 2;
@@ -185,11 +198,14 @@ inline std::ostream& operator<<(std::ostream& os, const recompute_setting& r) {
 /// Ulysses group, hybrid beyond), or under `automatic` every valid one (ulysses, ring, hybrid in
 /// that order); at degree 1 one entry, the style being moot. Empty when none is valid (a
 /// Ulysses degree that does not divide the heads).
-[[nodiscard]] inline std::vector<sequence_parallel> styles_at(sequence_parallel sp, std::int64_t degree,
+[[nodiscard]] inline std::vector<sequence_parallel> styles_at(sequence_parallel sp,
+                                                              std::int64_t degree,
                                                               const model_spec& model,
                                                               const cluster_spec& cluster) {
-  if (degree <= 1) return {sp == sequence_parallel::automatic || sp == sequence_parallel::hybrid
-                               ? sequence_parallel::ulysses : sp};
+  if (degree <= 1)
+    return {sp == sequence_parallel::automatic || sp == sequence_parallel::hybrid
+                ? sequence_parallel::ulysses
+                : sp};
   const bool ulysses = model.heads % degree == 0;
   const auto u = hybrid_ulysses_degree(degree, model, cluster);
   const bool hybrid = valid_hybrid_split(u, degree);
@@ -197,7 +213,8 @@ inline std::ostream& operator<<(std::ostream& os, const recompute_setting& r) {
     case sequence_parallel::ulysses:
       if (ulysses) return {sp};
       return {};
-    case sequence_parallel::ring: return {sp};
+    case sequence_parallel::ring:
+      return {sp};
     case sequence_parallel::hybrid:
       if (hybrid) return {sp};
       if (u == degree) return {sequence_parallel::ulysses};
@@ -216,7 +233,8 @@ inline std::ostream& operator<<(std::ostream& os, const recompute_setting& r) {
 /// The first of styles_at(sp, degree, ...), or `sp` itself where none is valid (so that
 /// validate(execution_config) names the reason); degree < 1 gives `sp`.
 [[nodiscard]] inline sequence_parallel default_style(sequence_parallel sp, std::int64_t degree,
-                                                     const model_spec& model, const cluster_spec& cluster) {
+                                                     const model_spec& model,
+                                                     const cluster_spec& cluster) {
   if (degree < 1) return sp;
   const auto styles = styles_at(sp, degree, model, cluster);
   return styles.empty() ? sp : styles.front();
@@ -233,13 +251,17 @@ struct execution_config {
 
 /// The Ulysses part u of a micro-step's degree d = u r (r the ring part): d for Ulysses, 1 for
 /// ring, hybrid_ulysses_degree for hybrid; 1 at degree 1.
-[[nodiscard]] constexpr std::int64_t ulysses_part(const execution_config& c, const model_spec& model,
+[[nodiscard]] constexpr std::int64_t ulysses_part(const execution_config& c,
+                                                  const model_spec& model,
                                                   const cluster_spec& cluster) noexcept {
   if (c.degree <= 1) return 1;
   switch (c.sp) {
-    case sequence_parallel::ulysses: return c.degree;
-    case sequence_parallel::hybrid: return hybrid_ulysses_degree(c.degree, model, cluster);
-    default: return 1;
+    case sequence_parallel::ulysses:
+      return c.degree;
+    case sequence_parallel::hybrid:
+      return hybrid_ulysses_degree(c.degree, model, cluster);
+    default:
+      return 1;
   }
 }
 
@@ -264,20 +286,22 @@ inline void validate(const execution_config& config, const model_spec& model,
                        " does not divide the " + std::to_string(model.heads) +
                        " attention heads of " + model.name);
   if (!is_micro_batch_style(config.sp))
-    throw invalid_spec("execution config: sp = " + std::to_string(static_cast<unsigned>(config.sp)) +
-                       ", must be ulysses, ring or hybrid (auto is a training-level choice)");
+    throw invalid_spec(
+        "execution config: sp = " + std::to_string(static_cast<unsigned>(config.sp)) +
+        ", must be ulysses, ring or hybrid (auto is a training-level choice)");
   if (config.sp == sequence_parallel::hybrid) {
     const auto u = hybrid_ulysses_degree(d, model, cluster);
     if (!valid_hybrid_split(u, d))
-      throw invalid_spec("execution config: hybrid degree = " + std::to_string(d) + " splits into Ulysses " +
-                         std::to_string(u) + " x ring " + std::to_string(d / u) + " (" + model.name + ", " +
-                         std::to_string(model.heads) + " heads, " + std::to_string(cluster.gpus_per_node) +
-                         " GPUs per node): hybrid needs both parts >= 2");
+      throw invalid_spec(
+          "execution config: hybrid degree = " + std::to_string(d) + " splits into Ulysses " +
+          std::to_string(u) + " x ring " + std::to_string(d / u) + " (" + model.name + ", " +
+          std::to_string(model.heads) + " heads, " + std::to_string(cluster.gpus_per_node) +
+          " GPUs per node): hybrid needs both parts >= 2");
   }
   if (config.recompute.layers < 0 || config.recompute.layers > model.layers)
-    throw invalid_spec("execution config: recompute layers = " +
-                       std::to_string(config.recompute.layers) + ", must be in [0, " +
-                       std::to_string(model.layers) + "]");
+    throw invalid_spec(
+        "execution config: recompute layers = " + std::to_string(config.recompute.layers) +
+        ", must be in [0, " + std::to_string(model.layers) + "]");
 }
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

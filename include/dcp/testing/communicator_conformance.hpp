@@ -17,7 +17,8 @@ namespace detail {
 
 [[nodiscard]] inline std::string join(const std::vector<std::int64_t>& values) {
   std::string out = "{";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(values[i]);
   return out + "}";
 }
 
@@ -78,7 +79,8 @@ template <communicator C>
     std::vector<std::int64_t> expected;
     for (std::int64_t r = 0; r < size; ++r) expected.push_back(r * 7 + 1);
     const auto got = comm.all_gather(one);
-    log.expect(got == expected, "all_gather of 1 value", "got " + detail::join(got) + ", expected " + detail::join(expected));
+    log.expect(got == expected, "all_gather of 1 value",
+               "got " + detail::join(got) + ", expected " + detail::join(expected));
   }
   {
     const std::int64_t three[3] = {rank, -rank, rank * 1000 + 3};
@@ -102,9 +104,10 @@ template <communicator C>
     for (std::int64_t r = size - 1; r >= 0; --r)
       if (r % 2 == color) expected.push_back(r);
     detail::check_basics(*child, log, "parity group");
-    log.expect(static_cast<std::int64_t>(child->size()) == static_cast<std::int64_t>(expected.size()),
-               "split by parity size", "size " + std::to_string(child->size()) + ", expected " +
-                                           std::to_string(expected.size()));
+    log.expect(
+        static_cast<std::int64_t>(child->size()) == static_cast<std::int64_t>(expected.size()),
+        "split by parity size",
+        "size " + std::to_string(child->size()) + ", expected " + std::to_string(expected.size()));
     const auto members = detail::world_ranks_of(*child, rank);
     log.expect(members == expected, "split by parity ordered by key",
                "members " + detail::join(members) + ", expected " + detail::join(expected));
@@ -147,8 +150,10 @@ template <communicator C>
   {
     auto copy = comm.split(0, static_cast<int>(rank));
     if (!copy) log.fatal("split into one group", "a non-negative colour gave no group");
-    log.expect(static_cast<std::int64_t>(copy->rank()) == rank && static_cast<std::int64_t>(copy->size()) == size,
-               "split into one group", "rank " + std::to_string(copy->rank()) + " of " + std::to_string(copy->size()));
+    log.expect(static_cast<std::int64_t>(copy->rank()) == rank &&
+                   static_cast<std::int64_t>(copy->size()) == size,
+               "split into one group",
+               "rank " + std::to_string(copy->rank()) + " of " + std::to_string(copy->size()));
     const std::int64_t mine[1] = {rank};
     const auto on_copy = copy->all_gather(mine);
     const auto on_world = comm.all_gather(mine);
@@ -158,4 +163,4 @@ template <communicator C>
   return log.failures;
 }
 
-}  // namespace dcp::testing
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::testing

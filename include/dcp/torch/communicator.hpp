@@ -9,13 +9,8 @@
 // every `using namespace dcp;`. Code in this header writes ::torch:: and ::c10d:: in full.
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <algorithm>
+#include <c10/util/Exception.h>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +20,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -79,13 +78,14 @@ struct c10d_options {
 /// process_group() gives the group for the framework's own collectives (sequence-parallel
 /// exchanges, the gradient all-reduce); store() the world's store.
 class c10d_communicator {
-public:
+ public:
   using process_group_ptr = c10::intrusive_ptr<::c10d::ProcessGroup>;
   using store_ptr = c10::intrusive_ptr<::c10d::Store>;
 
   /// A new ProcessGroupGloo of `size` ranks over PrefixStore("<name>/world", store) (collective:
-  /// every rank of the world constructs it with its rank). Throws dcp::error for a rank outside [0, size), comm_error
-  /// when the group cannot be made (e.g. a rank never joins within options.timeout).
+  /// every rank of the world constructs it with its rank). Throws dcp::error for a rank outside [0,
+  /// size), comm_error when the group cannot be made (e.g. a rank never joins within
+  /// options.timeout).
   c10d_communicator(store_ptr store, int rank, int size, c10d_options options = {}) {
     if (!store) throw error("dcp::c10d_communicator: no store given");
     if (size < 1 || rank < 0 || rank >= size)
@@ -110,7 +110,9 @@ public:
   /// This group's store-key prefix ("dcp" for the world, "dcp/s0/c1" for a split of it, ...).
   [[nodiscard]] const std::string& name() const noexcept { return node_->name; }
   /// The world ranks of this group's members, by group rank.
-  [[nodiscard]] const std::vector<std::int64_t>& world_ranks() const noexcept { return node_->world_ranks; }
+  [[nodiscard]] const std::vector<std::int64_t>& world_ranks() const noexcept {
+    return node_->world_ranks;
+  }
   /// Process groups splits have built / found in the cache, on this rank, over the whole tree.
   [[nodiscard]] std::int64_t groups_created() const noexcept { return shared_->created; }
   [[nodiscard]] std::int64_t groups_reused() const noexcept { return shared_->reused; }
@@ -134,12 +136,14 @@ public:
   [[nodiscard]] std::optional<c10d_communicator> split(int color, int key) {
     const std::int64_t mine[2] = {color, key};
     const auto all = all_gather(mine);
-    const std::string name = node_->name + "/s" + std::to_string(node_->splits++) + "/c" + std::to_string(color);
+    const std::string name =
+        node_->name + "/s" + std::to_string(node_->splits++) + "/c" + std::to_string(color);
     if (color < 0) return std::nullopt;
     // (key, parent rank) of every rank with this colour, in group order.
     std::vector<std::pair<std::int64_t, std::int64_t>> order;
     for (std::int64_t r = 0; r < node_->size; ++r)
-      if (all[static_cast<std::size_t>(2 * r)] == color) order.emplace_back(all[static_cast<std::size_t>(2 * r + 1)], r);
+      if (all[static_cast<std::size_t>(2 * r)] == color)
+        order.emplace_back(all[static_cast<std::size_t>(2 * r + 1)], r);
     std::sort(order.begin(), order.end());
     auto child = std::make_shared<node>();
     child->name = name;
@@ -161,7 +165,7 @@ public:
     return c10d_communicator(shared_, std::move(child));
   }
 
-private:
+ private:
   struct node {
     process_group_ptr group;
     std::string name;
@@ -212,9 +216,10 @@ private:
                                                    const c10d_options& options) {
     return guarded("ProcessGroupGloo", [&]() -> process_group_ptr {
       auto gloo = ::c10d::ProcessGroupGloo::Options::create(options.timeout);
-      gloo->devices.push_back(options.hostname.empty()
-                                  ? ::c10d::ProcessGroupGloo::createDefaultDevice()
-                                  : ::c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
+      gloo->devices.push_back(
+          options.hostname.empty()
+              ? ::c10d::ProcessGroupGloo::createDefaultDevice()
+              : ::c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
       gloo->threads = std::max(1, options.threads);
       return c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank, size, gloo);
     });
@@ -243,7 +248,8 @@ private:
       }
       if (outputs[0].size() != static_cast<std::size_t>(node_->size))
         throw comm_error("ProcessGroupGloo::allgather", c10d_wrong_result,
-                         std::to_string(outputs[0].size()) + " parts for " + std::to_string(node_->size) + " ranks");
+                         std::to_string(outputs[0].size()) + " parts for " +
+                             std::to_string(node_->size) + " ranks");
       return out;
     });
   }
@@ -254,4 +260,4 @@ private:
 
 static_assert(dcp::communicator<c10d_communicator>);
 
-}  // namespace dcp
+}  // namespace dcp::inline DCP_ABI_NAMESPACE

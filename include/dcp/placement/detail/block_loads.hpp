@@ -12,7 +12,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 class block_loads {
-public:
+ public:
   /// Every rank free at time 0; blocks of 2^l ranks for every 2^l <= gpus (gpus >= 1).
   explicit block_loads(std::int64_t gpus) {
     std::size_t total = 0;
@@ -65,15 +65,19 @@ public:
   }
 
   /// When rank r is free.
-  [[nodiscard]] double free_at(std::int64_t rank) const { return blocks_[static_cast<std::size_t>(rank)].max; }
+  [[nodiscard]] double free_at(std::int64_t rank) const {
+    return blocks_[static_cast<std::size_t>(rank)].max;
+  }
 
-private:
+ private:
   struct block {
     double max = 0;  // latest free time among the block's ranks
     double sum = 0;  // sum of its ranks' free times
   };
 
-  [[nodiscard]] block& at(std::size_t level, std::size_t b) noexcept { return blocks_[begin_[level] + b]; }
+  [[nodiscard]] block& at(std::size_t level, std::size_t b) noexcept {
+    return blocks_[begin_[level] + b];
+  }
 
   [[nodiscard]] static std::size_t level_of(std::int64_t degree) noexcept {
     std::size_t l = 0;
@@ -88,4 +92,4 @@ private:
   std::size_t levels_ = 0;
 };
 
-}  // namespace dcp::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::detail

@@ -13,7 +13,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 class first_fit_index {
-public:
+ public:
   static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
 
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -30,7 +30,8 @@ public:
     std::size_t node = leaves_ + bin;
     tree_[node] = free;
     for (node /= 2; node >= 1; node /= 2) {
-      const double top = tree_[2 * node] > tree_[2 * node + 1] ? tree_[2 * node] : tree_[2 * node + 1];
+      const double top =
+          tree_[2 * node] > tree_[2 * node + 1] ? tree_[2 * node] : tree_[2 * node + 1];
       if (tree_[node] == top) break;  // ancestors hold the same maximum already
       tree_[node] = top;
     }
@@ -51,7 +52,7 @@ public:
     return node - leaves_ < size_ ? node - leaves_ : none;
   }
 
-private:
+ private:
   void grow() {
     const std::size_t leaves = leaves_ == 0 ? 8 : 2 * leaves_;
     std::vector<double> tree(2 * leaves, -std::numeric_limits<double>::infinity());

@@ -70,12 +70,13 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 /// What the FlexSP-like search knows of one micro-batch: per bucket (longest first) and per
 /// degree index, the summed marginal seconds and the slowest sequence alone.
 struct flexsp_buckets {
-  std::vector<std::vector<double>> work{};     ///< [bucket][degree] Σ marginal seconds
-  std::vector<std::vector<double>> slowest{};  ///< [bucket][degree] slowest item alone; inf if it cannot run
-  std::vector<double> tokens{};                ///< [bucket] tokens
-  std::vector<std::size_t> min_degree{};       ///< [bucket] smallest degree index it may use
-  std::vector<std::int64_t> degrees{};         ///< [degree] the degree
-  std::vector<double> fixed{};                 ///< [degree] seconds of an empty micro-step
+  std::vector<std::vector<double>> work{};  ///< [bucket][degree] Σ marginal seconds
+  std::vector<std::vector<double>>
+      slowest{};                 ///< [bucket][degree] slowest item alone; inf if it cannot run
+  std::vector<double> tokens{};  ///< [bucket] tokens
+  std::vector<std::size_t> min_degree{};  ///< [bucket] smallest degree index it may use
+  std::vector<std::int64_t> degrees{};    ///< [degree] the degree
+  std::vector<double> fixed{};            ///< [degree] seconds of an empty micro-step
   double tokens_per_gpu = 0;
   std::int64_t gpus = 0;
   bool enforce_tokens = true;
@@ -93,9 +94,9 @@ struct flexsp_class {
 namespace detail {
 
 /// Groups a class [a, b) at degree index k needs to finish within `target`, or 0 if it cannot.
-[[nodiscard]]
-inline std::int64_t flexsp_groups_needed(const flexsp_buckets& in, std::size_t a, std::size_t b,
-                                         std::size_t k, double target) {
+[[nodiscard]] inline std::int64_t flexsp_groups_needed(const flexsp_buckets& in, std::size_t a,
+                                                       std::size_t b, std::size_t k,
+                                                       double target) {
   double work = 0;
   double slowest = 0;
   double tokens = 0;
@@ -109,7 +110,9 @@ inline std::int64_t flexsp_groups_needed(const flexsp_buckets& in, std::size_t a
   if (!(slowest <= target) || room <= 0) return 0;
   double groups = std::max(1.0, std::ceil(work / room - 1e-12));
   if (in.enforce_tokens)
-    groups = std::max(groups, std::ceil(tokens / (static_cast<double>(in.degrees[k]) * in.tokens_per_gpu) - 1e-12));
+    groups = std::max(
+        groups,
+        std::ceil(tokens / (static_cast<double>(in.degrees[k]) * in.tokens_per_gpu) - 1e-12));
   if (groups > static_cast<double>(in.gpus)) return 0;
   return static_cast<std::int64_t>(groups);
 }
@@ -119,18 +122,19 @@ inline std::int64_t flexsp_groups_needed(const flexsp_buckets& in, std::size_t a
 /// The partition of the buckets into classes (contiguous runs, degrees strictly decreasing from
 /// the longest bucket on) that meets `target` with the fewest GPUs, if that is at most
 /// in.gpus. Exact by dynamic programming over (bucket boundary, degree of the last run).
-[[nodiscard]]
-inline std::optional<std::vector<flexsp_class>> flexsp_fewest_gpus(const flexsp_buckets& in,
-                                                                   double target) {
+[[nodiscard]] inline std::optional<std::vector<flexsp_class>> flexsp_fewest_gpus(
+    const flexsp_buckets& in, double target) {
   const std::size_t buckets = in.tokens.size();
   const std::size_t degrees = in.degrees.size();
   constexpr auto none = std::numeric_limits<std::int64_t>::max();
   // best[b][j]: fewest GPUs covering buckets [0, b) with the last run at degree j (j == degrees:
   // nothing placed yet, only for b == 0).
-  std::vector<std::vector<std::int64_t>> best(buckets + 1, std::vector<std::int64_t>(degrees + 1, none));
+  std::vector<std::vector<std::int64_t>> best(buckets + 1,
+                                              std::vector<std::int64_t>(degrees + 1, none));
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> from(
       buckets + 1, std::vector<std::pair<std::size_t, std::size_t>>(degrees + 1, {0, 0}));
-  std::vector<std::vector<std::int64_t>> used(buckets + 1, std::vector<std::int64_t>(degrees + 1, 0));
+  std::vector<std::vector<std::int64_t>> used(buckets + 1,
+                                              std::vector<std::int64_t>(degrees + 1, 0));
   best[0][degrees] = 0;
   // Forward: every run [a, b) at degree k extends the best cover of [0, a) whose last run has a
   // larger degree. Work, tokens and the slowest item only grow with b, so a run that fails stays
@@ -165,7 +169,8 @@ inline std::optional<std::vector<flexsp_class>> flexsp_fewest_gpus(const flexsp_
     }
   std::size_t last = degrees;
   for (std::size_t k = 0; k < degrees; ++k)
-    if (best[buckets][k] != none && (last == degrees || best[buckets][k] < best[buckets][last])) last = k;
+    if (best[buckets][k] != none && (last == degrees || best[buckets][k] < best[buckets][last]))
+      last = k;
   if (buckets == 0) return std::vector<flexsp_class>{};
   if (last == degrees || best[buckets][last] > in.gpus) return std::nullopt;
   std::vector<flexsp_class> classes;
@@ -181,14 +186,14 @@ inline std::optional<std::vector<flexsp_class>> flexsp_fewest_gpus(const flexsp_
 
 /// The smallest target (bisection to a relative 1e-9) whose fewest-GPU partition fits, with that
 /// partition; nullopt when no target fits (the token constraint cannot be met on in.gpus).
-[[nodiscard]]
-inline std::optional<std::pair<double, std::vector<flexsp_class>>> flexsp_min_makespan(
-    const flexsp_buckets& in) {
+[[nodiscard]] inline std::optional<std::pair<double, std::vector<flexsp_class>>>
+flexsp_min_makespan(const flexsp_buckets& in) {
   if (in.tokens.empty()) return std::pair<double, std::vector<flexsp_class>>{0.0, {}};
   double low = 0;  // infeasible (a target no item can meet)
   for (std::size_t q = 0; q < in.tokens.size(); ++q) {
     double fastest = std::numeric_limits<double>::infinity();
-    for (std::size_t k = in.min_degree[q]; k < in.degrees.size(); ++k) fastest = std::min(fastest, in.slowest[q][k]);
+    for (std::size_t k = in.min_degree[q]; k < in.degrees.size(); ++k)
+      fastest = std::min(fastest, in.slowest[q][k]);
     low = std::max(low, fastest);
   }
   if (!std::isfinite(low)) return std::nullopt;
@@ -232,9 +237,8 @@ namespace detail {
 
 template <class Context>
 class flexsp_solver {
-public:
-  flexsp_solver(const Context& ctx, const flexsp_like& options)
-      : ctx_(ctx), options_(options) {
+ public:
+  flexsp_solver(const Context& ctx, const flexsp_like& options) : ctx_(ctx), options_(options) {
     capacity_ = options.tokens_per_gpu > 0 ? options.tokens_per_gpu
                                            : std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
   }
@@ -247,7 +251,9 @@ public:
     std::optional<placement> best;
     std::size_t best_m = 0;
     for (bool enforce : {true, false}) {
-      for (std::size_t m = m_min; m < m_min + static_cast<std::size_t>(std::max(1, options_.micro_batch_candidates)); ++m) {
+      for (std::size_t m = m_min;
+           m < m_min + static_cast<std::size_t>(std::max(1, options_.micro_batch_candidates));
+           ++m) {
         if (m > ctx_.size()) break;
         auto candidate = plan_with(m, enforce);
         if (candidate && (!best || candidate->makespan_seconds < best->makespan_seconds)) {
@@ -263,10 +269,10 @@ public:
     return std::move(*best);
   }
 
-private:
- [[nodiscard]] double tokens(std::size_t i) const {
-   return static_cast<double>(ctx_.sample(i).tokens);
- }
+ private:
+  [[nodiscard]] double tokens(std::size_t i) const {
+    return static_cast<double>(ctx_.sample(i).tokens);
+  }
 
   // Contiguous chunks of the length-sorted batch minimising the largest chunk's tokens: the
   // smallest feasible maximum by binary search, each chunk then filled greedily.
@@ -292,8 +298,10 @@ private:
     };
     while (low < high) {
       const auto mid = low + (high - low) / 2;
-      if (chunks_at(mid) <= m) high = mid;
-      else low = mid + 1;
+      if (chunks_at(mid) <= m)
+        high = mid;
+      else
+        low = mid + 1;
     }
     std::vector<std::vector<std::size_t>> chunks(1);
     std::int64_t filled = 0;
@@ -310,8 +318,8 @@ private:
   }
 
   // Buckets of one chunk (longest first) by padding-optimal boundaries.
-  [[nodiscard]]
-  std::vector<std::vector<std::size_t>> bucketise(const std::vector<std::size_t>& chunk) const {
+  [[nodiscard]] std::vector<std::vector<std::size_t>> bucketise(
+      const std::vector<std::size_t>& chunk) const {
     std::vector<sample> members;
     members.reserve(chunk.size());
     for (auto i : chunk) members.push_back(ctx_.sample(i));
@@ -327,8 +335,8 @@ private:
     return buckets;
   }
 
-  [[nodiscard]]
-  flexsp_buckets describe(const std::vector<std::vector<std::size_t>>& buckets, bool enforce) const {
+  [[nodiscard]] flexsp_buckets describe(const std::vector<std::vector<std::size_t>>& buckets,
+                                        bool enforce) const {
     flexsp_buckets in;
     in.degrees = ctx_.degrees();
     for (std::size_t k = 0; k < in.degrees.size(); ++k) in.fixed.push_back(ctx_.empty_seconds(k));
@@ -379,8 +387,8 @@ private:
 
   // Groups of one micro-batch: the exact class search, spare GPUs to the slowest classes, then
   // longest-processing-time-first inside each class.
-  [[nodiscard]]
-  std::optional<std::vector<group>> groups_for(const std::vector<std::size_t>& chunk, bool enforce) const {
+  [[nodiscard]] std::optional<std::vector<group>> groups_for(const std::vector<std::size_t>& chunk,
+                                                             bool enforce) const {
     const auto buckets = bucketise(chunk);
     const auto in = describe(buckets, enforce);
     auto solved = flexsp_min_makespan(in);
@@ -397,7 +405,8 @@ private:
       }
     }
     const auto predicted = [&](std::size_t c, std::int64_t groups) {
-      return std::max(in.fixed[classes[c].degree_index] + work[c] / static_cast<double>(groups), slowest[c]);
+      return std::max(in.fixed[classes[c].degree_index] + work[c] / static_cast<double>(groups),
+                      slowest[c]);
     };
     while (true) {
       std::size_t pick = classes.size();
@@ -405,7 +414,8 @@ private:
         const auto d = in.degrees[classes[c].degree_index];
         if (d > spare) continue;
         if (!(predicted(c, classes[c].groups + 1) < predicted(c, classes[c].groups))) continue;
-        if (pick == classes.size() || predicted(c, classes[c].groups) > predicted(pick, classes[pick].groups))
+        if (pick == classes.size() ||
+            predicted(c, classes[c].groups) > predicted(pick, classes[pick].groups))
           pick = c;
       }
       if (pick == classes.size()) break;
@@ -420,7 +430,8 @@ private:
       for (std::int64_t g = 0; g < cls.groups; ++g) groups.push_back({k});
       std::vector<std::pair<double, std::size_t>> items;
       for (auto q = cls.first_bucket; q < cls.end_bucket; ++q)
-        for (auto i : buckets[q]) items.emplace_back(ctx_.marginal_seconds(i, ctx_.alone(i, k), k), i);
+        for (auto i : buckets[q])
+          items.emplace_back(ctx_.marginal_seconds(i, ctx_.alone(i, k), k), i);
       dcp::detail::lpt_order(items);
       // Least-loaded group with token room (ties: the lower group), from a heap of loads.
       using slot = std::pair<double, std::size_t>;
@@ -467,7 +478,8 @@ private:
       for (const auto& g : *groups) sizes.push_back(ctx_.degree(g.degree_index));
       const auto first = contiguous_layout(sizes);
       for (std::size_t g = 0; g < groups->size(); ++g)
-        append_micro_batch(out, clock, ctx_, first[g], (*groups)[g].degree_index, (*groups)[g].items);
+        append_micro_batch(out, clock, ctx_, first[g], (*groups)[g].degree_index,
+                           (*groups)[g].items);
     }
     return out;
   }
@@ -487,4 +499,4 @@ template <cost_model M, recompute_strategy<M> R>
 
 static_assert(placement_policy<flexsp_like, analytic_cost_model, pyramid_recompute>);
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

@@ -42,7 +42,7 @@
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
 struct megatron_dp_balanced {
-  std::int64_t context_parallel_size = 4;       ///< `--context-parallel-size`: every pack's degree
+  std::int64_t context_parallel_size = 4;  ///< `--context-parallel-size`: every pack's degree
   std::int64_t max_seqlen_per_dp_cp_rank = 2048;  ///< `--max-seqlen-per-dp-cp-rank`
 
   template <cost_model M, recompute_strategy<M> R>
@@ -56,7 +56,8 @@ namespace detail {
 
 /// DpBalancedScheduler's fix-up: while the pack count is not a multiple of `multiple`, the last
 /// sample of the last pack with more than one moves into a pack of its own at the end.
-inline void split_packs_to_multiple(std::vector<std::vector<std::size_t>>& packs, std::size_t multiple) {
+inline void split_packs_to_multiple(std::vector<std::vector<std::size_t>>& packs,
+                                    std::size_t multiple) {
   if (multiple <= 1 || packs.size() % multiple == 0) return;
   auto to_move = multiple - packs.size() % multiple;
   auto i = packs.size();  // one past the pack being split
@@ -98,4 +99,4 @@ template <cost_model M, recompute_strategy<M> R>
 
 static_assert(placement_policy<megatron_dp_balanced, analytic_cost_model, pyramid_recompute>);
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

@@ -76,12 +76,14 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
 /// Megatron's `dcp_gpus_needed`: the smallest of `sizes` (ascending) that is at least `min_cp`
 /// and holds `tokens` at no more than `max_seqlen_per_rank` per rank; the largest if none does.
-[[nodiscard]]
-inline std::int64_t megatron_cp_needed(std::int64_t tokens, std::int64_t max_seqlen_per_rank,
-                                       std::int64_t min_cp, const std::vector<std::int64_t>& sizes) {
+[[nodiscard]] inline std::int64_t megatron_cp_needed(std::int64_t tokens,
+                                                     std::int64_t max_seqlen_per_rank,
+                                                     std::int64_t min_cp,
+                                                     const std::vector<std::int64_t>& sizes) {
   for (auto cp : sizes) {
     if (cp < min_cp) continue;
-    if (static_cast<double>(tokens) / static_cast<double>(cp) <= static_cast<double>(max_seqlen_per_rank))
+    if (static_cast<double>(tokens) / static_cast<double>(cp) <=
+        static_cast<double>(max_seqlen_per_rank))
       return cp;
   }
   return sizes.back();
@@ -114,14 +116,15 @@ namespace detail {
 
 template <class Context>
 class megatron_solver {
-public:
+ public:
   megatron_solver(const Context& ctx, const megatron_dynamic_cp& options)
       : ctx_(ctx), options_(options), world_(ctx.gpus()) {
     for (auto d : ctx.degrees())
       if (d >= options.min_cp_size) sizes_.push_back(d);
     if (sizes_.empty() || sizes_.front() != options.min_cp_size)
-      throw invalid_spec("megatron_dynamic_cp: min_cp_size = " + std::to_string(options.min_cp_size) +
-                         " is not an allowed degree on this cluster and model");
+      throw invalid_spec(
+          "megatron_dynamic_cp: min_cp_size = " + std::to_string(options.min_cp_size) +
+          " is not an allowed degree on this cluster and model");
     cap_ = options.max_seqlen_per_dp_cp_rank > 0
                ? options.max_seqlen_per_dp_cp_rank
                : std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
@@ -133,7 +136,8 @@ public:
     placement out;
     rank_clock clock(world_);
     std::vector<std::size_t> remaining(ctx_.size());
-    for (std::size_t i = 0; i < remaining.size(); ++i) remaining[i] = i;  // canonical: longest first
+    for (std::size_t i = 0; i < remaining.size(); ++i)
+      remaining[i] = i;  // canonical: longest first
     while (!remaining.empty()) {
       std::vector<std::size_t> leftovers;
       auto wave = options_.scheduler == megatron_dynamic_cp::variant::packing_aware
@@ -142,10 +146,11 @@ public:
       lay_out(out, clock, std::move(wave));
       remaining = std::move(leftovers);
     }
-    out.policy = std::string("megatron-dynamic-cp (") +
-                 (options_.scheduler == megatron_dynamic_cp::variant::packing_aware ? "packing-aware"
-                                                                                   : "balanced") +
-                 ", " + std::to_string(cap_) + " tokens per rank)";
+    out.policy =
+        std::string("megatron-dynamic-cp (") +
+        (options_.scheduler == megatron_dynamic_cp::variant::packing_aware ? "packing-aware"
+                                                                           : "balanced") +
+        ", " + std::to_string(cap_) + " tokens per rank)";
     return out;
   }
 
@@ -153,7 +158,7 @@ public:
     return megatron_cp_needed(tokens(i), cap_, options_.min_cp_size, sizes_);
   }
 
-private:
+ private:
   struct group {
     std::int64_t size = 1;
     std::vector<std::size_t> samples{};
@@ -163,8 +168,9 @@ private:
 
   [[nodiscard]] std::int64_t tokens(std::size_t i) const { return ctx_.sample(i).tokens; }
   [[nodiscard]] double length(std::size_t i) const { return static_cast<double>(tokens(i)); }
-  [[nodiscard]]
-  static double workload(double length, std::int64_t cp) { return length * length / static_cast<double>(cp); }
+  [[nodiscard]] static double workload(double length, std::int64_t cp) {
+    return length * length / static_cast<double>(cp);
+  }
 
   [[nodiscard]] std::size_t size_index(std::int64_t size) const {
     return static_cast<std::size_t>(std::find(sizes_.begin(), sizes_.end(), size) - sizes_.begin());
@@ -177,8 +183,8 @@ private:
   }
 
   // Doubles (to the next enabled size) the first smallest group when enough ranks are idle.
-  [[nodiscard]]
-  bool expand_smallest(std::vector<group>& groups, std::int64_t& free, bool next_enabled) const {
+  [[nodiscard]] bool expand_smallest(std::vector<group>& groups, std::int64_t& free,
+                                     bool next_enabled) const {
     if (groups.empty()) return false;
     std::int64_t smallest = groups.front().size;
     for (const auto& g : groups) smallest = std::min(smallest, g.size);
@@ -209,7 +215,7 @@ private:
 
   // One wave of next_hdp_group_packing_aware. `input` is sorted longest first.
   [[nodiscard]] std::vector<group> packing_aware_wave(const std::vector<std::size_t>& input,
-                                        std::vector<std::size_t>& leftovers) const {
+                                                      std::vector<std::size_t>& leftovers) const {
     const double cap_tokens = static_cast<double>(cap_);
     const double bound = length(input.front()) * cap_tokens * (1.0 + options_.workload_cap_delta);
     std::vector<group> groups;
@@ -290,7 +296,8 @@ private:
         whole.size = world_;
         leftovers.clear();
         for (auto i : input) {
-          if (whole.samples.empty() || whole.packed + length(i) / static_cast<double>(world_) <= cap_tokens)
+          if (whole.samples.empty() ||
+              whole.packed + length(i) / static_cast<double>(world_) <= cap_tokens)
             add_to(whole, i);
           else
             leftovers.push_back(i);
@@ -305,7 +312,7 @@ private:
   // One wave of main's next_hdp_group (dp strategy). `input` keeps Megatron's order: sorted once,
   // then leftovers in bucket order with trimmed samples appended.
   [[nodiscard]] std::vector<group> balanced_wave(const std::vector<std::size_t>& input,
-                                   std::vector<std::size_t>& leftovers) const {
+                                                 std::vector<std::size_t>& leftovers) const {
     const double delta = options_.balance_delta;
     const auto estimate = [&](std::size_t i) { return workload(length(i), cp_needed(i)); };
     // make_buckets_equal: one bucket per distinct CP size, each near total / k work.
@@ -327,9 +334,8 @@ private:
         const double work = estimate(input[n]);
         const double projected = current_work + work;
         const auto left = static_cast<std::int64_t>(input.size() - n);
-        if (!current.empty() &&
-            (projected > target * 1.1 ||
-             left <= remaining_k - static_cast<std::int64_t>(buckets.size()))) {
+        if (!current.empty() && (projected > target * 1.1 ||
+                                 left <= remaining_k - static_cast<std::int64_t>(buckets.size()))) {
           buckets.push_back(std::move(current));
           current.clear();
           current_work = 0;
@@ -490,4 +496,4 @@ template <cost_model M, recompute_strategy<M> R>
 
 static_assert(placement_policy<megatron_dynamic_cp, analytic_cost_model, pyramid_recompute>);
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

@@ -59,7 +59,8 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
 /// How the paper baseline deals its batches to the SP groups.
 enum class paper_dealing {
-  random_iterations,  ///< upstream: seeded random order, one batch per group per iteration, barriers
+  random_iterations,  ///< upstream: seeded random order, one batch per group per iteration,
+                      ///< barriers
   longest_first,      ///< ours: longest first to the least-loaded group, no barriers
 };
 
@@ -97,65 +98,65 @@ namespace detail {
 
 template <class Context>
 class paper_solver {
-public:
- paper_solver(const Context& ctx, const paper_baseline& options)
-     : ctx_(ctx),
-       options_(options),
-       full_(recompute_setting::full(ctx.cost().model().layers)),
-       limit_(options.memory_fraction > 0
-                  ? options.memory_fraction * ctx.cost().cluster().gpu.memory_bytes
-                  : ctx.budget()) {}
+ public:
+  paper_solver(const Context& ctx, const paper_baseline& options)
+      : ctx_(ctx),
+        options_(options),
+        full_(recompute_setting::full(ctx.cost().model().layers)),
+        limit_(options.memory_fraction > 0
+                   ? options.memory_fraction * ctx.cost().cluster().gpu.memory_bytes
+                   : ctx.budget()) {}
 
- // Buckets in order of their longest sample (labels_, buckets_) and the profiler's batch size
- // of each at the fixed degree: capped at the bucket's count unless `unlimited`.
- [[nodiscard]] std::vector<std::size_t> profile(bool unlimited) {
-   validate(execution_config{options_.degree,
-                             default_style(ctx_.sp(), options_.degree, ctx_.cost().model(),
-                                           ctx_.cost().cluster()),
-                             {}},
-            ctx_.cost().model(), ctx_.cost().cluster());
-   k_ = degree_index_of(ctx_, options_.degree);
-   const auto k = k_;
-   labels_.clear();
-   buckets_.clear();
-   for (std::size_t i = 0; i < ctx_.size(); ++i) {
-     const auto at = std::find(labels_.begin(), labels_.end(), ctx_.bucket(i));
-     if (at == labels_.end()) {
-       labels_.push_back(ctx_.bucket(i));
-       buckets_.push_back({i});
-     } else {
-       buckets_[static_cast<std::size_t>(at - labels_.begin())].push_back(i);
-     }
-   }
-   const auto& buckets = buckets_;
-   // The profiler's batch size per bucket (the largest that fits), then VideoSys's global
-   // interpolation: a bucket whose batch takes longer than the median bucket's gets the batch
-   // size scaled by median / time when that lowers |time - median| (1.5x weight above).
-   std::vector<std::size_t> sizes;
-   std::vector<double> times;
-   for (const auto& bucket : buckets) {
-     sizes.push_back(batch_size(bucket.front(),
-                                unlimited ? past_fitting(bucket.front(), k) : bucket.size(), k));
-     times.push_back(sizes.back() > 0 ? batch_seconds(bucket.front(), sizes.back(), k) : 0.0);
-   }
-   if (options_.global_interpolation && !times.empty()) {
-     auto sorted = times;
-     std::sort(sorted.begin(), sorted.end());
-     const auto mid = sorted.size() / 2;
-     const double median = sorted.size() % 2 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
-     const auto score = [&](double t) { return t > median ? (t - median) * 1.5 : median - t; };
-     for (std::size_t b = 0; b < buckets.size(); ++b) {
-       if (sizes[b] <= 1 || times[b] <= median) continue;
-       const auto scaled = std::max<std::size_t>(
-           1, static_cast<std::size_t>(static_cast<double>(sizes[b]) * median / times[b]));
-       const double t = batch_seconds(buckets[b].front(), scaled, k);
-       if (score(t) < score(times[b])) {
-         sizes[b] = scaled;
-         times[b] = t;
-       }
-     }
-   }
-   return sizes;
+  // Buckets in order of their longest sample (labels_, buckets_) and the profiler's batch size
+  // of each at the fixed degree: capped at the bucket's count unless `unlimited`.
+  [[nodiscard]] std::vector<std::size_t> profile(bool unlimited) {
+    validate(execution_config{options_.degree,
+                              default_style(ctx_.sp(), options_.degree, ctx_.cost().model(),
+                                            ctx_.cost().cluster()),
+                              {}},
+             ctx_.cost().model(), ctx_.cost().cluster());
+    k_ = degree_index_of(ctx_, options_.degree);
+    const auto k = k_;
+    labels_.clear();
+    buckets_.clear();
+    for (std::size_t i = 0; i < ctx_.size(); ++i) {
+      const auto at = std::find(labels_.begin(), labels_.end(), ctx_.bucket(i));
+      if (at == labels_.end()) {
+        labels_.push_back(ctx_.bucket(i));
+        buckets_.push_back({i});
+      } else {
+        buckets_[static_cast<std::size_t>(at - labels_.begin())].push_back(i);
+      }
+    }
+    const auto& buckets = buckets_;
+    // The profiler's batch size per bucket (the largest that fits), then VideoSys's global
+    // interpolation: a bucket whose batch takes longer than the median bucket's gets the batch
+    // size scaled by median / time when that lowers |time - median| (1.5x weight above).
+    std::vector<std::size_t> sizes;
+    std::vector<double> times;
+    for (const auto& bucket : buckets) {
+      sizes.push_back(batch_size(bucket.front(),
+                                 unlimited ? past_fitting(bucket.front(), k) : bucket.size(), k));
+      times.push_back(sizes.back() > 0 ? batch_seconds(bucket.front(), sizes.back(), k) : 0.0);
+    }
+    if (options_.global_interpolation && !times.empty()) {
+      auto sorted = times;
+      std::sort(sorted.begin(), sorted.end());
+      const auto mid = sorted.size() / 2;
+      const double median = sorted.size() % 2 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
+      const auto score = [&](double t) { return t > median ? (t - median) * 1.5 : median - t; };
+      for (std::size_t b = 0; b < buckets.size(); ++b) {
+        if (sizes[b] <= 1 || times[b] <= median) continue;
+        const auto scaled = std::max<std::size_t>(
+            1, static_cast<std::size_t>(static_cast<double>(sizes[b]) * median / times[b]));
+        const double t = batch_seconds(buckets[b].front(), scaled, k);
+        if (score(t) < score(times[b])) {
+          sizes[b] = scaled;
+          times[b] = t;
+        }
+      }
+    }
+    return sizes;
   }
 
   [[nodiscard]] std::vector<profiled_bucket> profiled() {
@@ -181,8 +182,9 @@ public:
       const auto size = sizes[static_cast<std::size_t>(&bucket - buckets.data())];
       const std::size_t step = std::max<std::size_t>(size, 1);
       for (std::size_t at = 0; at < bucket.size(); at += step) {
-        std::vector<std::size_t> items(bucket.begin() + static_cast<std::ptrdiff_t>(at),
-                                       bucket.begin() + static_cast<std::ptrdiff_t>(std::min(at + step, bucket.size())));
+        std::vector<std::size_t> items(
+            bucket.begin() + static_cast<std::ptrdiff_t>(at),
+            bucket.begin() + static_cast<std::ptrdiff_t>(std::min(at + step, bucket.size())));
         const auto kb = size > 0 || fits(items.front(), 1, k) ? k : larger_degree(items.front(), k);
         const auto run = ctx_.run(shape_of(ctx_, items), kb, full_);
         batches.push_back({std::move(items), kb, run});
@@ -226,16 +228,18 @@ public:
     for (std::size_t n = 0; n < batches.size(); ++n)
       if (batches[n].degree_index == k) order.emplace_back(batches[n].run.seconds, n);
     std::vector<double> loads;
-    for (std::size_t g = 0; g < groups; ++g) loads.push_back(clock.ready(static_cast<std::int64_t>(g) * d, d));
+    for (std::size_t g = 0; g < groups; ++g)
+      loads.push_back(clock.ready(static_cast<std::int64_t>(g) * d, d));
     const auto assigned = dcp::detail::lpt_assign(std::move(order), loads);
     for (std::size_t g = 0; g < groups; ++g)
       for (auto n : assigned[g])
-        append_step(out, clock, ctx_, static_cast<std::int64_t>(g) * d, k, batches[n].items, batches[n].run);
+        append_step(out, clock, ctx_, static_cast<std::int64_t>(g) * d, k, batches[n].items,
+                    batches[n].run);
     out.policy = "paper-baseline (degree " + std::to_string(d) + ", full recompute, longest first)";
     return out;
   }
 
-private:
+ private:
   [[nodiscard]] micro_batch_shape copies(std::size_t representative, std::int64_t count) const {
     const auto& one = ctx_.shape(representative);
     return {count * one.samples, count * one.tokens, one.longest,
@@ -244,8 +248,8 @@ private:
   [[nodiscard]] bool fits(std::size_t representative, std::int64_t count, std::size_t k) const {
     return ctx_.cost().peak_bytes(copies(representative, count), ctx_.config(k, full_)) <= limit_;
   }
-  [[nodiscard]]
-  double batch_seconds(std::size_t representative, std::size_t count, std::size_t k) const {
+  [[nodiscard]] double batch_seconds(std::size_t representative, std::size_t count,
+                                     std::size_t k) const {
     return ctx_.cost().seconds(copies(representative, static_cast<std::int64_t>(count)),
                                ctx_.config(k, full_));
   }
@@ -254,13 +258,15 @@ private:
   // synthetic data is unlimited, memory is not (a power of two; 2^40 at most).
   [[nodiscard]] std::size_t past_fitting(std::size_t representative, std::size_t k) const {
     std::size_t count = 1;
-    while (count < (std::size_t{1} << 40) && fits(representative, static_cast<std::int64_t>(count), k)) count *= 2;
+    while (count < (std::size_t{1} << 40) &&
+           fits(representative, static_cast<std::int64_t>(count), k))
+      count *= 2;
     return count;
   }
 
   // The largest count of the representative that fits at degree index k (0 if not even one).
-  [[nodiscard]]
-  std::size_t batch_size(std::size_t representative, std::size_t count, std::size_t k) const {
+  [[nodiscard]] std::size_t batch_size(std::size_t representative, std::size_t count,
+                                       std::size_t k) const {
     if (!fits(representative, 1, k)) return 0;
     if (options_.power_of_two_batches) {
       std::size_t bs = 1;  // the profiler doubles while the next size fits
@@ -271,8 +277,10 @@ private:
     std::size_t high = count + 1;  // does not fit or is past the count
     while (high - low > 1) {
       const std::size_t mid = low + (high - low) / 2;
-      if (fits(representative, static_cast<std::int64_t>(mid), k)) low = mid;
-      else high = mid;
+      if (fits(representative, static_cast<std::int64_t>(mid), k))
+        low = mid;
+      else
+        high = mid;
     }
     return low;
   }
@@ -312,4 +320,4 @@ template <cost_model M, recompute_strategy<M> R>
 
 static_assert(placement_policy<paper_baseline, analytic_cost_model, pyramid_recompute>);
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

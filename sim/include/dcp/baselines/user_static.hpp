@@ -12,8 +12,9 @@
 //    goes to data-parallel group w mod (GPUs / d), as Megatron's pretraining sampler deals a
 //    global batch; the groups run their windows back to back and meet at the gradient
 //    all-reduce (the step's barrier). `--thd-max-packed-sequences n` (Megatron-LM dev: caps the
-//    real sequences per packed bin) closes a window at n samples. With a Ulysses scenario the CP group exchanges by
-//    all-to-all (`--cp-comm-type a2a`); with ring, by ring attention (p2p, the default).
+//    real sequences per packed bin) closes a window at n samples. With a Ulysses scenario the CP
+//    group exchanges by all-to-all (`--cp-comm-type a2a`); with ring, by ring attention (p2p, the
+//    default).
 //  - ulysses_static: DeepSpeed-Ulysses with `sequence_parallel_size d` and token-based
 //    batching: a micro-batch takes samples in arrival order until the next would pass the
 //    group's token budget (tokens_per_rank × d), then the next micro-batch opens; dealt
@@ -55,8 +56,10 @@ enum class recompute_granularity { full, selective };
   return g == recompute_granularity::full ? "full" : "selective";
 }
 
-[[nodiscard]] inline recompute_setting setting_of(recompute_granularity g, std::int64_t layers) noexcept {
-  return g == recompute_granularity::full ? recompute_setting::full(layers) : recompute_setting::selective_only();
+[[nodiscard]] inline recompute_setting setting_of(recompute_granularity g,
+                                                  std::int64_t layers) noexcept {
+  return g == recompute_granularity::full ? recompute_setting::full(layers)
+                                          : recompute_setting::selective_only();
 }
 
 struct megatron_static {
@@ -92,19 +95,21 @@ namespace detail {
 /// tokens (and at most `max_samples` samples, 0: any), one open pack per bucket label; packs in
 /// the order they were opened.
 template <class Context>
-[[nodiscard]] std::vector<std::vector<std::size_t>> pack_in_arrival_order(const Context& ctx, std::int64_t limit,
-                                                                          std::int64_t max_samples = 0) {
+[[nodiscard]] std::vector<std::vector<std::size_t>> pack_in_arrival_order(
+    const Context& ctx, std::int64_t limit, std::int64_t max_samples = 0) {
   std::vector<std::size_t> order(ctx.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   const auto& samples = ctx.samples();
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return samples[a].id < samples[b].id; });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return samples[a].id < samples[b].id; });
   std::vector<std::vector<std::size_t>> packs;
   std::vector<std::int64_t> pack_tokens;
   std::vector<std::pair<std::int32_t, std::size_t>> open;  // label -> index of its open pack
   for (auto i : order) {
     const auto label = ctx.bucket(i);
     const auto tokens = samples[i].tokens;
-    auto at = std::find_if(open.begin(), open.end(), [&](const auto& o) { return o.first == label; });
+    auto at =
+        std::find_if(open.begin(), open.end(), [&](const auto& o) { return o.first == label; });
     if (at != open.end() && pack_tokens[at->second] + tokens <= limit &&
         (max_samples < 1 || static_cast<std::int64_t>(packs[at->second].size()) < max_samples)) {
       packs[at->second].push_back(i);
@@ -113,8 +118,10 @@ template <class Context>
     }
     packs.push_back({i});
     pack_tokens.push_back(tokens);
-    if (at != open.end()) at->second = packs.size() - 1;
-    else open.emplace_back(label, packs.size() - 1);
+    if (at != open.end())
+      at->second = packs.size() - 1;
+    else
+      open.emplace_back(label, packs.size() - 1);
   }
   return packs;
 }
@@ -139,13 +146,14 @@ template <class Context>
 }
 
 template <class Context>
-[[nodiscard]] std::size_t fixed_degree_index(const Context& ctx, std::string_view policy, std::string_view knob,
-                                             std::int64_t degree) {
+[[nodiscard]] std::size_t fixed_degree_index(const Context& ctx, std::string_view policy,
+                                             std::string_view knob, std::int64_t degree) {
   const auto k = degree_index_of(ctx, degree);
   if (k == ctx.degrees().size())
-    throw invalid_spec(std::string(policy) + ": " + std::string(knob) + " = " + std::to_string(degree) +
-                       " is not a degree this cluster and model allow (a power of two up to the GPU "
-                       "count; Ulysses: dividing the head count)");
+    throw invalid_spec(
+        std::string(policy) + ": " + std::string(knob) + " = " + std::to_string(degree) +
+        " is not a degree this cluster and model allow (a power of two up to the GPU "
+        "count; Ulysses: dividing the head count)");
   return k;
 }
 
@@ -195,4 +203,4 @@ template <cost_model M, recompute_strategy<M> R>
 static_assert(placement_policy<megatron_static, analytic_cost_model, pyramid_recompute>);
 static_assert(placement_policy<ulysses_static, analytic_cost_model, pyramid_recompute>);
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

@@ -53,16 +53,19 @@ namespace detail {
   const auto one = micro_batch_shape::of(kind);
   auto count = std::max<std::int64_t>(1, limit / std::max<std::int64_t>(kind.tokens, 1));
   if (max_samples > 0) count = std::min(count, max_samples);
-  return {count * one.samples, count * one.tokens, one.longest, static_cast<double>(count) * one.attention_pairs};
+  return {count * one.samples, count * one.tokens, one.longest,
+          static_cast<double>(count) * one.attention_pairs};
 }
 
 template <class Peak>
-[[nodiscard]] double worst_peak(const std::vector<sample>& kinds, std::int64_t limit, const execution_config& config,
-                                const Peak& peak, std::int64_t max_samples = 0) {
+[[nodiscard]] double worst_peak(const std::vector<sample>& kinds, std::int64_t limit,
+                                const execution_config& config, const Peak& peak,
+                                std::int64_t max_samples = 0) {
   double worst = 0;
   for (const auto& kind : kinds)
     if (kind.tokens <= limit)
-      worst = std::max(worst, static_cast<double>(peak(copies_within(kind, limit, max_samples), config)));
+      worst = std::max(worst,
+                       static_cast<double>(peak(copies_within(kind, limit, max_samples), config)));
   return worst;
 }
 
@@ -83,40 +86,41 @@ template <class Peak>
 
 /// The smallest allowed degree at which a window of `limit` tokens fits; throws if none does.
 template <class Peak>
-[[nodiscard]] std::int64_t smallest_fitting_degree(const std::vector<std::int64_t>& degrees,
-                                                   const std::vector<sample>& kinds, std::int64_t limit,
-                                                   const std::function<sequence_parallel(std::int64_t)>& style_at,
-                                                   recompute_setting setting,
-                                                   const Peak& peak, double capacity_bytes, std::string_view who,
-                                                   std::int64_t gpus, std::int64_t batch_tokens, std::string& tried,
-                                                   std::int64_t max_samples = 0) {
+[[nodiscard]] std::int64_t smallest_fitting_degree(
+    const std::vector<std::int64_t>& degrees, const std::vector<sample>& kinds, std::int64_t limit,
+    const std::function<sequence_parallel(std::int64_t)>& style_at, recompute_setting setting,
+    const Peak& peak, double capacity_bytes, std::string_view who, std::int64_t gpus,
+    std::int64_t batch_tokens, std::string& tried, std::int64_t max_samples = 0) {
   for (auto d : degrees) {
     if (batch_tokens > 0 && d < degrees.back() && (gpus / d) * limit > batch_tokens) {
-      tried += (tried.empty() ? "" : ", ") + std::to_string(d) + " would leave data-parallel groups without a " +
-               std::to_string(limit) + "-token share of the " + std::to_string(batch_tokens) + "-token step";
+      tried += (tried.empty() ? "" : ", ") + std::to_string(d) +
+               " would leave data-parallel groups without a " + std::to_string(limit) +
+               "-token share of the " + std::to_string(batch_tokens) + "-token step";
       continue;
     }
-    const double bytes = worst_peak(kinds, limit, execution_config{d, style_at(d), setting}, peak, max_samples);
+    const double bytes =
+        worst_peak(kinds, limit, execution_config{d, style_at(d), setting}, peak, max_samples);
     if (bytes <= capacity_bytes) return d;
-    tried += (tried.empty() ? "" : ", ") + std::to_string(d) + " would run out of memory (" + gib_of(bytes) + ")";
+    tried += (tried.empty() ? "" : ", ") + std::to_string(d) + " would run out of memory (" +
+             gib_of(bytes) + ")";
   }
-  throw invalid_spec(std::string(who) + ": no degree holds a " + std::to_string(limit) + "-token window within " +
-                     gib_of(capacity_bytes) + " (" + tried + ")");
+  throw invalid_spec(std::string(who) + ": no degree holds a " + std::to_string(limit) +
+                     "-token window within " + gib_of(capacity_bytes) + " (" + tried + ")");
 }
 
 }  // namespace detail
 
 /// Megatron-style: `--context-parallel-size` and `--seq-length` for a run over `kinds`.
 template <class Peak>
-[[nodiscard]] user_layout<megatron_static> megatron_user_layout(const model_spec& model, const cluster_spec& cluster,
-                                                                const training_spec& training,
-                                                                const std::vector<sample>& kinds,
-                                                                recompute_granularity recompute,
-                                                                std::int64_t batch_tokens, const Peak& peak,
-                                                                double capacity_bytes) {
+[[nodiscard]] user_layout<megatron_static> megatron_user_layout(
+    const model_spec& model, const cluster_spec& cluster, const training_spec& training,
+    const std::vector<sample>& kinds, recompute_granularity recompute, std::int64_t batch_tokens,
+    const Peak& peak, double capacity_bytes) {
   const auto window = detail::longest_tokens(kinds);
   const auto degrees = allowed_degrees(model, cluster, training.sp);
-  const auto style_at = [&](std::int64_t d) { return default_style(training.sp, d, model, cluster); };
+  const auto style_at = [&](std::int64_t d) {
+    return default_style(training.sp, d, model, cluster);
+  };
   const auto setting = setting_of(recompute, model.layers);
   // A window packed full of the shortest kind may need more memory than the longest sample
   // (per-sample state such as a DiT's caption activations): then the user caps the samples
@@ -130,8 +134,9 @@ template <class Peak>
   for (;;) {
     try {
       tried.clear();
-      degree = detail::smallest_fitting_degree(degrees, kinds, window, style_at, setting, peak, capacity_bytes,
-                                               "megatron-static", cluster.gpus, batch_tokens, tried, cap);
+      degree = detail::smallest_fitting_degree(degrees, kinds, window, style_at, setting, peak,
+                                               capacity_bytes, "megatron-static", cluster.gpus,
+                                               batch_tokens, tried, cap);
       break;
     } catch (const invalid_spec&) {
       std::int64_t next = 1;  // the largest power of two below the current limit
@@ -141,35 +146,39 @@ template <class Peak>
     }
   }
   const execution_config config{degree, training.sp, setting};
-  std::string reason = "CP " + std::to_string(degree) + " for the run: the smallest power of two whose " +
-                       std::to_string(window) + "-token window" +
-                       (cap > 0 ? " of at most " + std::to_string(cap) + " samples (--thd-max-packed-sequences; "
-                                  "full windows of the shortest kind fit no degree)" : "") +
-                       " fits with " + std::string(to_string(recompute)) + " recompute" +
-                       (batch_tokens > 0 ? " and leaves no data-parallel group without a window" : "") +
-                       " (worst window " + detail::gib_of(detail::worst_peak(kinds, window, config, peak, cap)) +
-                       " of " + detail::gib_of(capacity_bytes) + ")";
+  std::string reason =
+      "CP " + std::to_string(degree) + " for the run: the smallest power of two whose " +
+      std::to_string(window) + "-token window" +
+      (cap > 0 ? " of at most " + std::to_string(cap) +
+                     " samples (--thd-max-packed-sequences; "
+                     "full windows of the shortest kind fit no degree)"
+               : "") +
+      " fits with " + std::string(to_string(recompute)) + " recompute" +
+      (batch_tokens > 0 ? " and leaves no data-parallel group without a window" : "") +
+      " (worst window " + detail::gib_of(detail::worst_peak(kinds, window, config, peak, cap)) +
+      " of " + detail::gib_of(capacity_bytes) + ")";
   if (!tried.empty()) reason += "; CP " + tried;
   return {{degree, window, recompute, cap}, std::move(reason)};
 }
 
 /// DeepSpeed-Ulysses-style: `sequence_parallel_size` and the per-rank token budget.
 template <class Peak>
-[[nodiscard]] user_layout<ulysses_static> ulysses_user_layout(const model_spec& model, const cluster_spec& cluster,
-                                                              const training_spec& training,
-                                                              const std::vector<sample>& kinds,
-                                                              std::int64_t batch_tokens, const Peak& peak,
-                                                              double capacity_bytes) {
+[[nodiscard]] user_layout<ulysses_static> ulysses_user_layout(
+    const model_spec& model, const cluster_spec& cluster, const training_spec& training,
+    const std::vector<sample>& kinds, std::int64_t batch_tokens, const Peak& peak,
+    double capacity_bytes) {
   const auto longest = detail::longest_tokens(kinds);
   const auto full = recompute_setting::full(model.layers);
-  const auto style_at = [&](std::int64_t d) { return default_style(training.sp, d, model, cluster); };
+  const auto style_at = [&](std::int64_t d) {
+    return default_style(training.sp, d, model, cluster);
+  };
   std::vector<sample> longest_kind;
   for (const auto& k : kinds)
     if (k.tokens == longest) longest_kind.push_back(k);
   std::string tried;
-  const auto degree = detail::smallest_fitting_degree(allowed_degrees(model, cluster, training.sp), longest_kind,
-                                                      longest, style_at, full, peak, capacity_bytes,
-                                                      "ulysses-static", cluster.gpus, batch_tokens, tried);
+  const auto degree = detail::smallest_fitting_degree(
+      allowed_degrees(model, cluster, training.sp), longest_kind, longest, style_at, full, peak,
+      capacity_bytes, "ulysses-static", cluster.gpus, batch_tokens, tried);
   const execution_config config{degree, style_at(degree), full};
   const auto floor_tokens = (longest + degree - 1) / degree;
   std::int64_t per_rank = 1;
@@ -182,17 +191,18 @@ template <class Peak>
   const bool capped = batch_tokens > 0 && share < per_rank;
   if (capped) per_rank = share;
   per_rank = std::max(per_rank, floor_tokens);
-  std::string reason = "SP " + std::to_string(degree) + " for the run: the smallest power of two that holds the " +
-                       std::to_string(longest) + "-token sample with full recompute" +
-                       (batch_tokens > 0 ? " and gives every data-parallel group a share of the step" : "") + "; " +
-                       std::to_string(per_rank) + " tokens per rank: " +
-                       (capped ? "a GPU's share of the step rounded up to a power of two (memory holds more)"
-                               : "the largest power of two that fits") +
-                       " (worst micro-batch " +
-                       detail::gib_of(detail::worst_peak(kinds, per_rank * degree, config, peak)) + " of " +
-                       detail::gib_of(capacity_bytes) + ")";
+  std::string reason =
+      "SP " + std::to_string(degree) + " for the run: the smallest power of two that holds the " +
+      std::to_string(longest) + "-token sample with full recompute" +
+      (batch_tokens > 0 ? " and gives every data-parallel group a share of the step" : "") + "; " +
+      std::to_string(per_rank) + " tokens per rank: " +
+      (capped ? "a GPU's share of the step rounded up to a power of two (memory holds more)"
+              : "the largest power of two that fits") +
+      " (worst micro-batch " +
+      detail::gib_of(detail::worst_peak(kinds, per_rank * degree, config, peak)) + " of " +
+      detail::gib_of(capacity_bytes) + ")";
   if (!tried.empty()) reason += "; SP " + tried;
   return {{degree, per_rank}, std::move(reason)};
 }
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

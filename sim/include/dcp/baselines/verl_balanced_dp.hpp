@@ -141,10 +141,9 @@ struct kk_state {
 /// differencing as one more state whose k sets hold it, and part j is the one holding preload j
 /// (sets of one state never merge, so each final part holds exactly one). verl has no preload.
 /// Values are workloads (verl_workload), finite and >= 0.
-[[nodiscard]]
-inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<double>& values,
-                                                            std::size_t k, bool equal_size,
-                                                            const std::vector<double>& preload = {}) {
+[[nodiscard]] inline std::vector<std::vector<std::size_t>> karmarkar_karp(
+    const std::vector<double>& values, std::size_t k, bool equal_size,
+    const std::vector<double>& preload = {}) {
   if (k == 0) return {};
   const std::size_t n = values.size();
   std::vector<std::pair<double, std::size_t>> sorted;
@@ -182,12 +181,15 @@ inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<do
     sets.resize(first + room);
     return first;
   };
-  const auto release = [&](const detail::kk_state& s) { released[room_class(s.room)].push_back(s.first); };
+  const auto release = [&](const detail::kk_state& s) {
+    released[room_class(s.room)].push_back(s.first);
+  };
 
   const auto sort = [&](const detail::kk_state& s) {  // decreasing, ties in place
     const auto begin = sets.begin() + static_cast<std::ptrdiff_t>(s.first);
-    std::stable_sort(begin, begin + static_cast<std::ptrdiff_t>(s.count),
-                     [&](const detail::kk_set& a, const detail::kk_set& b) { return items.less(b, a); });
+    std::stable_sort(
+        begin, begin + static_cast<std::ptrdiff_t>(s.count),
+        [&](const detail::kk_set& a, const detail::kk_set& b) { return items.less(b, a); });
   };
   // Heap order: the state with the largest spread first, then the one with the largest set,
   // then the earliest inserted. Whether `a` comes after `b`.
@@ -229,7 +231,9 @@ inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<do
   };
 
   for (std::size_t offset = 0; offset < sorted.size(); offset += step)
-    add_state(step, [&](std::size_t j) { return std::pair{sorted[offset + j].second, sorted[offset + j].first}; });
+    add_state(step, [&](std::size_t j) {
+      return std::pair{sorted[offset + j].second, sorted[offset + j].first};
+    });
   if (preloaded) add_state(k, [&](std::size_t j) { return std::pair{pinned + j, preload[j]}; });
   if (heap.empty()) return std::vector<std::vector<std::size_t>>(k);
   while (heap.size() > 1) {
@@ -267,8 +271,10 @@ inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<do
     std::size_t slot = k;
     for (std::size_t m = 0, x = set.head; m < set.size; ++m, x = items.next[x]) {
       const std::size_t index = items.index[x];
-      if (index < n) part.push_back(index);
-      else if (index >= pinned) slot = index - pinned;
+      if (index < n)
+        part.push_back(index);
+      else if (index >= pinned)
+        slot = index - pinned;
     }
     std::sort(part.begin(), part.end());
     parts[preloaded ? slot : j] = std::move(part);
@@ -278,10 +284,9 @@ inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<do
 
 /// karmarkar_karp for integer workloads: the same partition of them as doubles (exact below
 /// 2^53, where every realistic workload and sum lies).
-[[nodiscard]]
-inline std::vector<std::vector<std::size_t>> karmarkar_karp(const std::vector<std::int64_t>& values,
-                                                            std::size_t k, bool equal_size,
-                                                            const std::vector<std::int64_t>& preload = {}) {
+[[nodiscard]] inline std::vector<std::vector<std::size_t>> karmarkar_karp(
+    const std::vector<std::int64_t>& values, std::size_t k, bool equal_size,
+    const std::vector<std::int64_t>& preload = {}) {
   return karmarkar_karp(std::vector<double>(values.begin(), values.end()), k, equal_size,
                         std::vector<double>(preload.begin(), preload.end()));
 }
@@ -316,13 +321,13 @@ namespace detail {
 
 template <class Context>
 class verl_solver {
-public:
+ public:
   verl_solver(const Context& ctx, const verl_balanced_dp& options) : ctx_(ctx), options_(options) {
     per_gpu_ = options.max_token_len > 0 ? options.max_token_len
                                          : std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
     if (options.ulysses_degree < 0)
-      throw invalid_spec("verl_balanced_dp: ulysses_degree = " + std::to_string(options.ulysses_degree) +
-                         ", must be >= 0");
+      throw invalid_spec("verl_balanced_dp: ulysses_degree = " +
+                         std::to_string(options.ulysses_degree) + ", must be >= 0");
     if (options.ulysses_degree > 0) {
       validate(execution_config{options.ulysses_degree,
                                 default_style(ctx.sp(), options.ulysses_degree, ctx.cost().model(),
@@ -358,8 +363,9 @@ public:
       std::size_t best = 0;
       double best_load = std::numeric_limits<double>::infinity();
       for (std::size_t u = 0; u + span <= units; u += span) {
-        const double load = *std::max_element(preload.begin() + static_cast<std::ptrdiff_t>(u),
-                                              preload.begin() + static_cast<std::ptrdiff_t>(u + span));
+        const double load =
+            *std::max_element(preload.begin() + static_cast<std::ptrdiff_t>(u),
+                              preload.begin() + static_cast<std::ptrdiff_t>(u + span));
         if (load < best_load) {
           best_load = load;
           best = u;
@@ -400,20 +406,22 @@ public:
     return out;
   }
 
-private:
- [[nodiscard]] std::int64_t tokens(std::size_t i) const { return ctx_.sample(i).tokens; }
- // ceil(a / b) for a >= 0, b >= 1, without the a + b - 1 that overflows.
- [[nodiscard]] static std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-   return a / b + (a % b != 0 ? 1 : 0); }
+ private:
+  [[nodiscard]] std::int64_t tokens(std::size_t i) const { return ctx_.sample(i).tokens; }
+  // ceil(a / b) for a >= 0, b >= 1, without the a + b - 1 that overflows.
+  [[nodiscard]] static std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+    return a / b + (a % b != 0 ? 1 : 0);
+  }
 
   // The number of micro-batches for these samples: at least `at_least` and ceil(tokens / cap),
   // at most one per sample; with enforcement, raised until every KK part is within the cap.
-  [[nodiscard]]
-  std::size_t count_for(const std::vector<std::size_t>& items, std::size_t at_least) const {
+  [[nodiscard]] std::size_t count_for(const std::vector<std::size_t>& items,
+                                      std::size_t at_least) const {
     if (items.empty()) return 0;
     // Saturated: a total beyond int64 needs as many micro-batches as samples anyway.
     std::int64_t total = 0;
-    for (auto i : items) total = dcp::detail::checked_add(total, tokens(i)).value_or(dcp::detail::int64_max);
+    for (auto i : items)
+      total = dcp::detail::checked_add(total, tokens(i)).value_or(dcp::detail::int64_max);
     auto count = static_cast<std::size_t>(ceil_div(total, cap_));
     count = std::min(std::max(count, at_least), items.size());
     if (!options_.enforce_token_cap) return count;
@@ -421,8 +429,8 @@ private:
     return count;
   }
 
-  [[nodiscard]]
-  std::vector<std::vector<std::size_t>> partition(const std::vector<std::size_t>& items, std::size_t count) const {
+  [[nodiscard]] std::vector<std::vector<std::size_t>> partition(
+      const std::vector<std::size_t>& items, std::size_t count) const {
     std::vector<double> values;
     for (auto i : items) values.push_back(verl_workload(tokens(i)));
     auto parts = karmarkar_karp(values, count, false);
@@ -444,9 +452,8 @@ private:
 
   // KK into `count` micro-batches, then verl's order: by workload descending, the even positions
   // reversed in front of the odd ones (lightest at both ends).
-  [[nodiscard]]
-  std::vector<std::vector<std::size_t>> micro_batches(const std::vector<std::size_t>& items,
-                                                      std::size_t count) const {
+  [[nodiscard]] std::vector<std::vector<std::size_t>> micro_batches(
+      const std::vector<std::size_t>& items, std::size_t count) const {
     auto parts = partition(items, count);
     std::erase_if(parts, [](const auto& p) { return p.empty(); });
     if (!options_.dynamic_bsz_balance || parts.empty()) return parts;
@@ -462,7 +469,8 @@ private:
       return a.front() > b.front();
     });
     std::vector<std::vector<std::size_t>> ordered;
-    for (std::size_t j = (parts.size() - 1) / 2 * 2 + 2; j >= 2; j -= 2) ordered.push_back(parts[j - 2]);
+    for (std::size_t j = (parts.size() - 1) / 2 * 2 + 2; j >= 2; j -= 2)
+      ordered.push_back(parts[j - 2]);
     for (std::size_t j = 1; j < parts.size(); j += 2) ordered.push_back(parts[j]);
     return ordered;
   }
@@ -497,4 +505,4 @@ template <cost_model M, recompute_strategy<M> R>
 
 static_assert(placement_policy<verl_balanced_dp, analytic_cost_model, pyramid_recompute>);
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

@@ -35,13 +35,13 @@
 //    in every later one.
 //  - Nothing is dropped here (`profile()` gives the batch sizes with which
 //    evaluation::videosys_drop_last drops each bucket's partial batch before planning, as
-//    drop_last does upstream; the sampler's other drops below stay unmodelled): VideoSys drops (or pads by repetition) partial batches with drop_last,
-//    discards an iteration whose GPUs cannot all be filled, skips buckets the profiler marks
-//    invalid, and stops a group's accumulation when its bucket runs out. Here partial batches
-//    run, an iteration keeps the groups it filled (the other GPUs idle), a bucket that fits
-//    nowhere under the cap runs one sample per micro-step at the smallest degree where it fits
-//    the cost model's budget with every layer recomputed, and a group runs as many batches as
-//    are left.
+//    drop_last does upstream; the sampler's other drops below stay unmodelled): VideoSys drops (or
+//    pads by repetition) partial batches with drop_last, discards an iteration whose GPUs cannot
+//    all be filled, skips buckets the profiler marks invalid, and stops a group's accumulation when
+//    its bucket runs out. Here partial batches run, an iteration keeps the groups it filled (the
+//    other GPUs idle), a bucket that fits nowhere under the cap runs one sample per micro-step at
+//    the smallest degree where it fits the cost model's budget with every layer recomputed, and a
+//    group runs as many batches as are left.
 //  - shuffle = false (default) is VideoSys's generator-free path: the largest SP size that still
 //    fits, the first bucket of that size, data in canonical order (longest first). shuffle =
 //    true draws SP size (weighted by how many buckets use it) and bucket from a seeded
@@ -139,20 +139,22 @@ struct pac_module {
 /// Σ ceil(bytes × count / 1 GiB) ≤ `capacity_gib`, maximising Σ value × count. Exact dynamic
 /// programming over the capacity (a multiple-choice knapsack, one choice per module type).
 [[nodiscard]] inline std::vector<std::int64_t> pac_knapsack(const std::vector<pac_module>& modules,
-                                              std::int64_t capacity_gib) {
+                                                            std::int64_t capacity_gib) {
   const auto width = static_cast<std::size_t>(std::max<std::int64_t>(capacity_gib, 0) + 1);
   const auto weight = [](const pac_module& m, std::int64_t count) {
     return static_cast<std::int64_t>(std::ceil(m.bytes * static_cast<double>(count) / gib - 1e-9));
   };
   std::vector<double> best(width, 0.0);
-  std::vector<std::vector<std::int64_t>> choice(modules.size(), std::vector<std::int64_t>(width, 0));
+  std::vector<std::vector<std::int64_t>> choice(modules.size(),
+                                                std::vector<std::int64_t>(width, 0));
   for (std::size_t t = 0; t < modules.size(); ++t) {
     std::vector<double> next(width, -1.0);
     for (std::size_t w = 0; w < width; ++w) {
       for (std::int64_t count = 0; count <= modules[t].layers; ++count) {
         const auto need = weight(modules[t], count);
         if (need > static_cast<std::int64_t>(w)) break;
-        const double value = best[w - static_cast<std::size_t>(need)] + modules[t].value * static_cast<double>(count);
+        const double value = best[w - static_cast<std::size_t>(need)] +
+                             modules[t].value * static_cast<double>(count);
         if (value > next[w]) {
           next[w] = value;
           choice[t][w] = count;
@@ -216,30 +218,30 @@ struct videosys_bucket {
   std::vector<std::size_t> samples{};  // canonical order, longest first
   std::size_t cursor = 0;              // samples already taken
   videosys_row row{};
-  bool profiled = true;                // false: the cap-free fallback row
+  bool profiled = true;  // false: the cap-free fallback row
   [[nodiscard]] std::size_t left() const noexcept { return samples.size() - cursor; }
 };
 
 template <class Context>
 class videosys_solver {
-public:
- videosys_solver(const Context& ctx, const videosys_dcp& options)
-     : ctx_(ctx),
-       options_(options),
-       layers_(ctx.cost().model().layers),
-       cap_(options.alloc_fraction * ctx.cost().cluster().gpu.memory_bytes),
-       random_(options.seed) {}
+ public:
+  videosys_solver(const Context& ctx, const videosys_dcp& options)
+      : ctx_(ctx),
+        options_(options),
+        layers_(ctx.cost().model().layers),
+        cap_(options.alloc_fraction * ctx.cost().cluster().gpu.memory_bytes),
+        random_(options.seed) {}
 
- [[nodiscard]] placement solve() {
-   make_buckets();
-   for (auto& b : buckets_) profile(b);
-   placement out;
-   rank_clock clock(ctx_.gpus());
-   run_iterations(out, clock);
-   out.policy = std::string("videosys-dcp (inter") +
-                (options_.pyramid_checkpointing ? ", PAC" : "") + ", max gas " +
-                std::to_string(options_.max_gas) + ")";
-   return out;
+  [[nodiscard]] placement solve() {
+    make_buckets();
+    for (auto& b : buckets_) profile(b);
+    placement out;
+    rank_clock clock(ctx_.gpus());
+    run_iterations(out, clock);
+    out.policy = std::string("videosys-dcp (inter") +
+                 (options_.pyramid_checkpointing ? ", PAC" : "") + ", max gas " +
+                 std::to_string(options_.max_gas) + ")";
+    return out;
   }
 
   [[nodiscard]] const std::vector<videosys_bucket>& buckets() const noexcept { return buckets_; }
@@ -250,7 +252,7 @@ public:
     for (auto& b : buckets_) profile(b);
   }
 
-private:
+ private:
   // Buckets in order of their longest sample (canonical order), each with its samples.
   void make_buckets() {
     buckets_.clear();
@@ -265,8 +267,8 @@ private:
     }
   }
 
-  [[nodiscard]]
-  micro_batch_shape copies(std::size_t representative, std::int64_t batch_size) const {
+  [[nodiscard]] micro_batch_shape copies(std::size_t representative,
+                                         std::int64_t batch_size) const {
     const auto& one = ctx_.shape(representative);
     return {batch_size * one.samples, batch_size * one.tokens, one.longest,
             static_cast<double>(batch_size) * one.attention_pairs};
@@ -274,9 +276,8 @@ private:
 
   // The profiler's row for (bs, sp), or nullopt when its predicted memory with every layer
   // checkpointed passes the cap. With PAC, the knapsack keeps layers in the leftover memory.
-  [[nodiscard]]
-  std::optional<videosys_row> row_for(std::size_t representative, std::int64_t batch_size,
-                                      std::size_t k) const {
+  [[nodiscard]] std::optional<videosys_row> row_for(std::size_t representative,
+                                                    std::int64_t batch_size, std::size_t k) const {
     const auto& cost = ctx_.cost();
     const auto shape = copies(representative, batch_size);
     const auto full = recompute_setting::full(layers_);
@@ -285,16 +286,20 @@ private:
     auto recompute = full;
     if (options_.pyramid_checkpointing) {
       const auto avail = static_cast<std::int64_t>(std::floor((cap_ - all_checkpointed) / gib));
-      const double kept_one = layers_ > 1
-          ? (cost.peak_bytes(shape, ctx_.config(k, recompute_setting::partial(1))) - all_checkpointed) /
-                static_cast<double>(layers_ - 1)
-          : cost.peak_bytes(shape, ctx_.config(k, recompute_setting::none())) - all_checkpointed;
+      const double kept_one =
+          layers_ > 1 ? (cost.peak_bytes(shape, ctx_.config(k, recompute_setting::partial(1))) -
+                         all_checkpointed) /
+                            static_cast<double>(layers_ - 1)
+                      : cost.peak_bytes(shape, ctx_.config(k, recompute_setting::none())) -
+                            all_checkpointed;
       const double recompute_one =
-          (cost.seconds(shape, ctx_.config(k, full)) - cost.seconds(shape, ctx_.config(k, recompute_setting::none()))) /
+          (cost.seconds(shape, ctx_.config(k, full)) -
+           cost.seconds(shape, ctx_.config(k, recompute_setting::none()))) /
           static_cast<double>(layers_);
       auto keep = pac_knapsack({{recompute_one, std::max(kept_one, 0.0), layers_}}, avail).front();
       while (keep > 0 &&
-             cost.peak_bytes(shape, ctx_.config(k, recompute_setting::partial(layers_ - keep))) > cap_)
+             cost.peak_bytes(shape, ctx_.config(k, recompute_setting::partial(layers_ - keep))) >
+                 cap_)
         --keep;
       recompute = recompute_setting::partial(layers_ - keep);
     }
@@ -308,7 +313,8 @@ private:
               std::vector<videosys_row>& rows) const {
     // The profiler's data is synthetic and unlimited (memory stops bs long before 2^40); one
     // real batch holds the bucket's count.
-    const auto count = unlimited_ ? std::int64_t{1} << 40 : static_cast<std::int64_t>(b.samples.size());
+    const auto count =
+        unlimited_ ? std::int64_t{1} << 40 : static_cast<std::int64_t>(b.samples.size());
     const std::size_t representative = b.samples.front();
     std::int64_t batch_size = 1;
     for (auto k : ks) {
@@ -358,8 +364,9 @@ private:
     ctx_.throw_does_not_fit(b.samples.front());
   }
 
-  [[nodiscard]]
-  std::int64_t sp_of(const videosys_bucket& b) const { return ctx_.degree(b.row.degree_index); }
+  [[nodiscard]] std::int64_t sp_of(const videosys_bucket& b) const {
+    return ctx_.degree(b.row.degree_index);
+  }
 
   [[nodiscard]] double uniform() { return random_.uniform(); }
 
@@ -383,7 +390,8 @@ private:
     std::vector<std::int64_t> sp_list;
     std::vector<std::vector<std::size_t>> sp_buckets;
     const auto sp_at = [&](std::int64_t sp) {
-      return static_cast<std::size_t>(std::find(sp_list.begin(), sp_list.end(), sp) - sp_list.begin());
+      return static_cast<std::size_t>(std::find(sp_list.begin(), sp_list.end(), sp) -
+                                      sp_list.begin());
     };
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       const auto sp = sp_of(buckets_[b]);
@@ -416,7 +424,8 @@ private:
         std::size_t idx = fitting - 1;
         if (options_.shuffle) {
           double total = 0;
-          for (std::size_t s = 0; s < fitting; ++s) total += static_cast<double>(sp_buckets[s].size());
+          for (std::size_t s = 0; s < fitting; ++s)
+            total += static_cast<double>(sp_buckets[s].size());
           double draw = uniform() * total;
           for (idx = 0; idx + 1 < fitting; ++idx) {
             draw -= static_cast<double>(sp_buckets[idx].size());
@@ -427,8 +436,9 @@ private:
         remain -= sp;
         std::size_t pick = 0;
         if (options_.shuffle)
-          pick = std::min(sp_buckets[idx].size() - 1,
-                          static_cast<std::size_t>(uniform() * static_cast<double>(sp_buckets[idx].size())));
+          pick = std::min(
+              sp_buckets[idx].size() - 1,
+              static_cast<std::size_t>(uniform() * static_cast<double>(sp_buckets[idx].size())));
         const auto b = sp_buckets[idx][pick];
         groups.push_back({b, {take_batch(buckets_[b])}});
         if (buckets_[b].left() == 0) retire(b);
@@ -458,8 +468,8 @@ private:
   // SP first and then longest accumulated time first, each take the aligned block of their size
   // that is free earliest among those not yet taken in this iteration (the buddy argument keeps
   // one available while the iteration's SP sizes fit the world).
-  [[nodiscard]]
-  std::vector<std::int64_t> place_groups(std::vector<group>& groups, const rank_clock& clock) const {
+  [[nodiscard]] std::vector<std::int64_t> place_groups(std::vector<group>& groups,
+                                                       const rank_clock& clock) const {
     const auto seconds = [&](const group& g) {
       double t = 0;
       for (const auto& batch : g.batches) {
@@ -509,8 +519,9 @@ private:
           if (occurrences == 0) first_size = h.batches.front().size();
           ++occurrences;
         }
-      const double most = std::ceil(static_cast<double>(b.left()) / static_cast<double>(first_size) /
-                                    static_cast<double>(occurrences));
+      const double most =
+          std::ceil(static_cast<double>(b.left()) / static_cast<double>(first_size) /
+                    static_cast<double>(occurrences));
       limit.push_back(static_cast<std::int32_t>(std::max(1.0, std::min(most, 1e6))));
     }
     auto gas = videosys_grad_accumulation(exec, limit, options_.max_gas);
@@ -558,4 +569,4 @@ template <cost_model M, recompute_strategy<M> R>
 
 static_assert(placement_policy<videosys_dcp, analytic_cost_model, pyramid_recompute>);
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

@@ -72,7 +72,7 @@ namespace detail {
 
 template <class Context>
 class wlb_solver {
-public:
+ public:
   wlb_solver(const Context& ctx, const wlb_llm& options) : ctx_(ctx), options_(options) {
     capacity_ = std::max<std::int64_t>(1, per_gpu_token_capacity(ctx));
     recomputed_capacity_ = std::max<std::int64_t>(
@@ -101,10 +101,10 @@ public:
     return std::move(*best);
   }
 
-private:
- [[nodiscard]] std::int64_t tokens(std::size_t i) const { return ctx_.sample(i).tokens; }
- [[nodiscard]] std::int64_t s_max(std::size_t k) const {
-   return options_.max_tokens > 0 ? options_.max_tokens : ctx_.degree(k) * capacity_;
+ private:
+  [[nodiscard]] std::int64_t tokens(std::size_t i) const { return ctx_.sample(i).tokens; }
+  [[nodiscard]] std::int64_t s_max(std::size_t k) const {
+    return options_.max_tokens > 0 ? options_.max_tokens : ctx_.degree(k) * capacity_;
   }
 
   struct micro_batch {
@@ -119,10 +119,11 @@ private:
     const std::int64_t cap = s_max(k);
     std::int64_t total = 0;
     for (std::size_t i = 0; i < ctx_.size(); ++i) total += tokens(i);
-    const auto per_group = options_.micro_batches_per_group > 0
-        ? options_.micro_batches_per_group
-        : std::max<std::int64_t>(1, (total + static_cast<std::int64_t>(groups) * cap - 1) /
-                                        (static_cast<std::int64_t>(groups) * cap));
+    const auto per_group =
+        options_.micro_batches_per_group > 0
+            ? options_.micro_batches_per_group
+            : std::max<std::int64_t>(1, (total + static_cast<std::int64_t>(groups) * cap - 1) /
+                                            (static_cast<std::int64_t>(groups) * cap));
     std::vector<micro_batch> batches(groups * static_cast<std::size_t>(per_group));
     // Algorithm 1: longest first, each to the least-loaded micro-batch it fits in.
     for (std::size_t i = 0; i < ctx_.size(); ++i) {
@@ -141,13 +142,15 @@ private:
     std::vector<std::pair<double, std::size_t>> order;
     for (std::size_t b = 0; b < batches.size(); ++b)
       order.emplace_back(ctx_.empty_seconds(k) + batches[b].workload, b);
-    const auto assigned = dcp::detail::lpt_assign(std::move(order), std::vector<double>(groups, 0.0));
+    const auto assigned =
+        dcp::detail::lpt_assign(std::move(order), std::vector<double>(groups, 0.0));
     placement out;
     rank_clock clock(ctx_.gpus());
     for (std::size_t g = 0; g < groups; ++g)
       for (auto b : assigned[g])
         append_micro_batch(out, clock, ctx_, static_cast<std::int64_t>(g) * d, k, batches[b].items);
-    out.policy = "wlb-llm (CP degree " + std::to_string(d) + ", S_max " + std::to_string(cap) + " tokens)";
+    out.policy =
+        "wlb-llm (CP degree " + std::to_string(d) + ", S_max " + std::to_string(cap) + " tokens)";
     return out;
   }
 
@@ -175,4 +178,4 @@ template <cost_model M, recompute_strategy<M> R>
 
 static_assert(placement_policy<wlb_llm, analytic_cost_model, pyramid_recompute>);
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

@@ -45,8 +45,8 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 /// differ in length by at most 1.5x. Throws invalid_spec for context_tokens < 2.
 [[nodiscard]] inline std::vector<std::int64_t> wlb_default_thresholds(std::int64_t context_tokens) {
   if (context_tokens < 2)
-    throw invalid_spec("wlb_default_thresholds: context_tokens = " + std::to_string(context_tokens) +
-                       ", must be >= 2");
+    throw invalid_spec("wlb_default_thresholds: context_tokens = " +
+                       std::to_string(context_tokens) + ", must be >= 2");
   const std::int64_t half = context_tokens - context_tokens / 2;            // ceil(C / 2)
   const std::int64_t three_quarters = context_tokens - context_tokens / 4;  // ceil(3C / 4)
   if (three_quarters <= half) return {half};
@@ -55,19 +55,21 @@ namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
 /// WLB-LLM's multi-level outlier queues (state carried from step to step).
 class wlb_outlier_queues {
-public:
+ public:
   /// `thresholds`: the levels' lower bounds in tokens, strictly increasing, each >= 1. Throws
   /// invalid_spec naming the threshold otherwise.
-  explicit wlb_outlier_queues(std::vector<std::int64_t> thresholds) : thresholds_(std::move(thresholds)) {
-    if (thresholds_.empty()) throw invalid_spec("wlb_outlier_queues: no thresholds, need at least one level");
+  explicit wlb_outlier_queues(std::vector<std::int64_t> thresholds)
+      : thresholds_(std::move(thresholds)) {
+    if (thresholds_.empty())
+      throw invalid_spec("wlb_outlier_queues: no thresholds, need at least one level");
     for (std::size_t i = 0; i < thresholds_.size(); ++i) {
       if (thresholds_[i] < 1)
         throw invalid_spec("wlb_outlier_queues: thresholds[" + std::to_string(i) +
                            "] = " + std::to_string(thresholds_[i]) + ", must be >= 1");
       if (i > 0 && thresholds_[i] <= thresholds_[i - 1])
-        throw invalid_spec("wlb_outlier_queues: thresholds[" + std::to_string(i) + "] = " +
-                           std::to_string(thresholds_[i]) + ", must exceed thresholds[" + std::to_string(i - 1) +
-                           "] = " + std::to_string(thresholds_[i - 1]));
+        throw invalid_spec("wlb_outlier_queues: thresholds[" + std::to_string(i) +
+                           "] = " + std::to_string(thresholds_[i]) + ", must exceed thresholds[" +
+                           std::to_string(i - 1) + "] = " + std::to_string(thresholds_[i - 1]));
     }
     queues_.resize(thresholds_.size());
   }
@@ -87,8 +89,10 @@ public:
     std::vector<sample> kept;
     kept.reserve(drawn.size());
     for (const auto& s : drawn) {
-      if (const auto level = level_of(s)) queues_[*level].push_back(s);
-      else kept.push_back(s);
+      if (const auto level = level_of(s))
+        queues_[*level].push_back(s);
+      else
+        kept.push_back(s);
     }
     return kept;
   }
@@ -96,7 +100,9 @@ public:
   /// From every level, lowest first, its `n` oldest documents as often as it holds n. Throws
   /// invalid_spec for n < 1.
   [[nodiscard]] std::vector<sample> release(std::int64_t n) {
-    if (n < 1) throw invalid_spec("wlb_outlier_queues::release: n = " + std::to_string(n) + ", must be >= 1");
+    if (n < 1)
+      throw invalid_spec("wlb_outlier_queues::release: n = " + std::to_string(n) +
+                         ", must be >= 1");
     const auto count = static_cast<std::size_t>(n);
     std::vector<sample> out;
     for (auto& queue : queues_)
@@ -108,7 +114,9 @@ public:
   }
 
   /// The documents waiting in `level`, oldest first.
-  [[nodiscard]] const std::deque<sample>& queued(std::size_t level) const { return queues_.at(level); }
+  [[nodiscard]] const std::deque<sample>& queued(std::size_t level) const {
+    return queues_.at(level);
+  }
 
   /// Tokens waiting over all levels.
   [[nodiscard]] std::int64_t queued_tokens() const noexcept {
@@ -118,9 +126,9 @@ public:
     return total;
   }
 
-private:
+ private:
   std::vector<std::int64_t> thresholds_;
   std::vector<std::deque<sample>> queues_;
 };
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

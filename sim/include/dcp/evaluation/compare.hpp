@@ -66,9 +66,9 @@ struct policy_entry {
 /// What a framework would have measured for each micro-step of `plan` in the simulated step:
 /// its duration as run (noise and NIC sharing included), its true peak, and whether it ran out
 /// of memory. Indexed like plan.micro_steps.
-[[nodiscard]]
-inline std::vector<observation> observations_of(const step_plan& plan, std::span<const sample> batch,
-                                                const sim::step_result& simulated) {
+[[nodiscard]] inline std::vector<observation> observations_of(const step_plan& plan,
+                                                              std::span<const sample> batch,
+                                                              const sim::step_result& simulated) {
   auto out = plan_observations(plan, batch);
   for (std::size_t i = 0; i < out.size(); ++i) {
     const auto& sm = simulated.micro_steps[i];
@@ -108,16 +108,17 @@ struct scenario {
 /// The static layouts users configure (baselines/user_static.hpp), by policy name: "your
 /// static" is the fastest of those in a run.
 inline const std::vector<std::string>& user_static_policies() {
-  static const std::vector<std::string> names{"megatron-static", "megatron-static-sel", "ulysses-static"};
+  static const std::vector<std::string> names{"megatron-static", "megatron-static-sel",
+                                              "ulysses-static"};
   return names;
 }
 
 /// Per-step numbers of one policy.
 struct step_record {
-  std::int64_t tokens = 0;       ///< trained in this step (the admitted batch's, where admitting)
-  double step_seconds = 0;       ///< simulated: makespan + gradient synchronisation
-  double makespan_seconds = 0;   ///< simulated, micro-steps only
-  double bound_seconds = 0;      ///< truth-model lower bound on the micro-steps
+  std::int64_t tokens = 0;      ///< trained in this step (the admitted batch's, where admitting)
+  double step_seconds = 0;      ///< simulated: makespan + gradient synchronisation
+  double makespan_seconds = 0;  ///< simulated, micro-steps only
+  double bound_seconds = 0;     ///< truth-model lower bound on the micro-steps
   /// The same plan simulated without noise: what the gap is measured on (the bound is noise
   /// free, and a noisy step may end before it, so a gap on noisy times could read negative).
   double noise_free_makespan_seconds = 0;
@@ -141,26 +142,26 @@ struct policy_result {
   std::string note{};  ///< from policy_entry::note
   // Summary, filled by summarise():
   double median_step_s = 0;
-  double mean_step_s = 0;        ///< the median hides heavy-tailed policies
+  double mean_step_s = 0;  ///< the median hides heavy-tailed policies
   double tokens_per_s = 0;
   /// Tokens per second of the same plans simulated without noise: the deterministic model
   /// comparison (a few noisy steps can put two policies a few per cent apart either way).
   double noise_free_tokens_per_s = 0;
   double speedup_vs_best_static = 0;
-  double speedup_vs_your_static = 0;    ///< over the fastest user static layout in the run
+  double speedup_vs_your_static = 0;      ///< over the fastest user static layout in the run
   double speedup_vs_megatron_static = 0;  ///< over megatron-static (full recompute)
   double speedup_vs_ulysses_static = 0;   ///< over ulysses-static
   double speedup_vs_paper_baseline = 0;
-  double gap_to_bound = 0;       ///< mean of noise-free simulated makespan / truth bound - 1
-  double noise_share = 0;        ///< mean of simulated makespan / noise-free makespan - 1
-  double idle_fraction = 0;      ///< mean
-  double peak_bytes = 0;         ///< max
-  std::int64_t oom_events = 0;   ///< sum
-  double planning_ms = 0;        ///< median
-  double prediction_error = 0;   ///< mean |predicted / simulated makespan - 1|
-  sim::step_result first_step{}; ///< the first step's timelines, for figures
+  double gap_to_bound = 0;        ///< mean of noise-free simulated makespan / truth bound - 1
+  double noise_share = 0;         ///< mean of simulated makespan / noise-free makespan - 1
+  double idle_fraction = 0;       ///< mean
+  double peak_bytes = 0;          ///< max
+  std::int64_t oom_events = 0;    ///< sum
+  double planning_ms = 0;         ///< median
+  double prediction_error = 0;    ///< mean |predicted / simulated makespan - 1|
+  sim::step_result first_step{};  ///< the first step's timelines, for figures
   // Admission, from the steps (a policy without policy_entry::admit trains what is drawn):
-  bool admits = false;                    ///< the entry had an admission stage
+  bool admits = false;  ///< the entry had an admission stage
   std::int64_t tokens_drawn = 0;
   std::int64_t tokens_trained = 0;        ///< what tokens_per_s counts
   std::int64_t tokens_delayed = 0;        ///< trained in a later step than drawn
@@ -197,13 +198,14 @@ namespace detail {
   double tokens = 0, seconds = 0;
   for (const auto& s : p.steps) {
     tokens += static_cast<double>(s.tokens);
-    seconds += noise_free && s.noise_free_step_seconds > 0 ? s.noise_free_step_seconds : s.step_seconds;
+    seconds +=
+        noise_free && s.noise_free_step_seconds > 0 ? s.noise_free_step_seconds : s.step_seconds;
   }
   return seconds > 0 ? tokens / seconds : 0.0;
 }
 
-[[nodiscard]]
-inline const policy_result* find(const std::vector<policy_result>& all, std::string_view name) {
+[[nodiscard]] inline const policy_result* find(const std::vector<policy_result>& all,
+                                               std::string_view name) {
   for (const auto& p : all)
     if (p.name == name) return &p;
   return nullptr;
@@ -212,7 +214,7 @@ inline const policy_result* find(const std::vector<policy_result>& all, std::str
 /// What an admitting policy drew and has not trained yet, by run-unique id: checks what it
 /// admits and measures how long each sample waited.
 class admission_ledger {
-public:
+ public:
   void drawn(std::span<const sample> batch, std::int64_t step) {
     for (const auto& s : batch) {
       waiting_.emplace(s.id, pending{step, s});
@@ -227,8 +229,8 @@ public:
     for (const auto& s : admitted) {
       const auto it = waiting_.find(s.id);
       const auto refuse = [&](const char* why) {
-        throw error("policy '" + policy + "', step " + std::to_string(step) + ": admitted sample id=" +
-                    std::to_string(s.id) + why);
+        throw error("policy '" + policy + "', step " + std::to_string(step) +
+                    ": admitted sample id=" + std::to_string(s.id) + why);
       };
       if (it == waiting_.end()) refuse(" was never drawn or is trained already (admitted twice?)");
       if (!(it->second.drawn == s)) refuse(" differs from the sample drawn under that id");
@@ -244,7 +246,7 @@ public:
     record.queued_tokens = queued_tokens_;
   }
 
-private:
+ private:
   struct pending {
     std::int64_t step = 0;
     sample drawn{};
@@ -256,13 +258,14 @@ private:
 /// The batch under run-unique ids: every id plus `base`, the ids all earlier steps used (each
 /// step's largest id + 1, summed). Step 0 keeps its ids. Advances `base` past this batch; throws
 /// dcp::error where the ids would pass 2^64 - 1.
-[[nodiscard]] inline std::vector<sample> run_unique(std::span<const sample> batch, std::uint64_t& base) {
+[[nodiscard]] inline std::vector<sample> run_unique(std::span<const sample> batch,
+                                                    std::uint64_t& base) {
   std::uint64_t largest = 0;
   for (const auto& s : batch) largest = std::max(largest, s.id);
   const auto limit = std::numeric_limits<std::uint64_t>::max();
   if (!batch.empty() && (largest == limit || base > limit - largest - 1))
-    throw error("evaluation::run: run-unique sample ids for an admitting policy pass " + std::to_string(limit) +
-                " (the steps' ids, offset by the ids earlier steps used)");
+    throw error("evaluation::run: run-unique sample ids for an admitting policy pass " +
+                std::to_string(limit) + " (the steps' ids, offset by the ids earlier steps used)");
   std::vector<sample> out(batch.begin(), batch.end());
   for (auto& s : out) s.id += base;
   if (!batch.empty()) base += largest + 1;
@@ -279,11 +282,13 @@ inline void summarise(scenario_result& result) {
     for (const auto& s : p.steps) {
       step_s.push_back(s.step_seconds);
       planning.push_back(s.planning_ms);
-      const double quiet = s.noise_free_makespan_seconds > 0 ? s.noise_free_makespan_seconds : s.makespan_seconds;
+      const double quiet =
+          s.noise_free_makespan_seconds > 0 ? s.noise_free_makespan_seconds : s.makespan_seconds;
       gap += s.bound_seconds > 0 ? quiet / s.bound_seconds - 1.0 : 0.0;
       noise += quiet > 0 ? s.makespan_seconds / quiet - 1.0 : 0.0;
       idle += s.idle_fraction;
-      error += s.makespan_seconds > 0 ? std::abs(s.predicted_seconds / s.makespan_seconds - 1.0) : 0.0;
+      error +=
+          s.makespan_seconds > 0 ? std::abs(s.predicted_seconds / s.makespan_seconds - 1.0) : 0.0;
       p.peak_bytes = std::max(p.peak_bytes, s.peak_bytes);
       p.oom_events += s.oom_events;
     }
@@ -318,13 +323,15 @@ inline void summarise(scenario_result& result) {
   const auto* paper = detail::find(result.policies, "paper-baseline");
   const policy_result* yours = nullptr;
   for (const auto& name : user_static_policies())
-    if (const auto* p = detail::find(result.policies, name); p && (!yours || p->tokens_per_s > yours->tokens_per_s))
+    if (const auto* p = detail::find(result.policies, name);
+        p && (!yours || p->tokens_per_s > yours->tokens_per_s))
       yours = p;
   result.your_static = yours ? yours->name : std::string{};
   const auto* megatron = detail::find(result.policies, "megatron-static");
   const auto* ulysses = detail::find(result.policies, "ulysses-static");
   const auto ratio = [](const policy_result& p, const policy_result* reference) {
-    return reference && reference->tokens_per_s > 0 ? p.tokens_per_s / reference->tokens_per_s : 0.0;
+    return reference && reference->tokens_per_s > 0 ? p.tokens_per_s / reference->tokens_per_s
+                                                    : 0.0;
   };
   for (auto& p : result.policies) {
     p.speedup_vs_best_static = ratio(p, best_static);
@@ -353,9 +360,9 @@ inline void summarise(scenario_result& result) {
 /// trains what it returns: that batch is planned, simulated and bounded, its tokens are the
 /// step's, and its planning time includes the admission's. What it still holds after the last
 /// step is reported (tokens_queued_at_end), never trained.
-[[nodiscard]]
-inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& policies,
-                           const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {
+[[nodiscard]] inline scenario_result run(
+    const scenario& sc, const std::vector<policy_entry>& policies,
+    const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {
   scenario_result result;
   result.name = sc.name;
   result.gpus = sc.cluster.gpus;
@@ -394,11 +401,12 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
         validate_batch(admitted);
         for (const auto& s : admitted) record.tokens += s.tokens;
       }
-      const std::span<const sample> trained = policies[k].admit ? std::span<const sample>(admitted)
-                                                                : std::span<const sample>(batch);
+      const std::span<const sample> trained =
+          policies[k].admit ? std::span<const sample>(admitted) : std::span<const sample>(batch);
       const auto plan = policies[k].plan(trained);
       const double planning_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
       sim::sim_options options;
       options.seed = noise_seed(seed, policies[k].name, policies[k].noise_draw);
       auto simulated = sim::simulate(plan, trained, truth, options);
@@ -455,7 +463,8 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
     const std::function<void(std::int64_t, std::int64_t)>& progress = {},
     std::vector<std::string>* skipped = nullptr,
     const std::vector<std::pair<sequence_parallel, const scenario_result*>>& known = {}) {
-  constexpr std::array fixed{sequence_parallel::ulysses, sequence_parallel::ring, sequence_parallel::hybrid};
+  constexpr std::array fixed{sequence_parallel::ulysses, sequence_parallel::ring,
+                             sequence_parallel::hybrid};
   const auto adaptive = make(sc);
   const auto known_result = [&](sequence_parallel style) -> const scenario_result* {
     for (const auto& [s, r] : known)
@@ -467,7 +476,8 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   if (!known.empty()) {
     const sim::truth_model truth(sc.model, sc.cluster, sc.training, sc.truth);
     for (std::int64_t step = 0; step < sc.steps; ++step)
-      bounds.push_back(sim::truth_lower_bound_seconds(sc.draw(sc.seed + static_cast<std::uint64_t>(step)), truth));
+      bounds.push_back(sim::truth_lower_bound_seconds(
+          sc.draw(sc.seed + static_cast<std::uint64_t>(step)), truth));
   }
   std::vector<std::vector<policy_entry>> per_style;
   for (auto style : fixed) {
@@ -514,7 +524,8 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       tried += (tried.empty() ? "" : "; ") + style + what;
     };
     const auto consider = [&](const std::string& style, policy_result r) {
-      note(style, " " + std::to_string(static_cast<long long>(r.noise_free_tokens_per_s)) + " tokens/s");
+      note(style,
+           " " + std::to_string(static_cast<long long>(r.noise_free_tokens_per_s)) + " tokens/s");
       if (!best || r.noise_free_tokens_per_s > best->noise_free_tokens_per_s) {
         best = std::move(r);
         best_style = style;
@@ -530,12 +541,14 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
         }
         auto copy = *p;
         if (!copy.admits)
-          for (std::size_t t = 0; t < copy.steps.size() && t < bounds.size(); ++t) copy.steps[t].bound_seconds = bounds[t];
+          for (std::size_t t = 0; t < copy.steps.size() && t < bounds.size(); ++t)
+            copy.steps[t].bound_seconds = bounds[t];
         consider(style, std::move(copy));
         continue;
       }
       const auto& list = per_style[j];
-      const auto it = std::find_if(list.begin(), list.end(), [&](const policy_entry& p) { return p.name == name; });
+      const auto it = std::find_if(list.begin(), list.end(),
+                                   [&](const policy_entry& p) { return p.name == name; });
       if (it == list.end()) {
         note(style, ": not available");
         continue;
@@ -556,11 +569,12 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
       continue;
     }
     auto row = fresh(std::move(*best));
-    row.note = (adaptive[k].note.empty() ? "" : adaptive[k].note + "; ") + "its best fixed style over the run: " +
-               best_style + " (noise free: " + tried + ")";
+    row.note = (adaptive[k].note.empty() ? "" : adaptive[k].note + "; ") +
+               "its best fixed style over the run: " + best_style + " (noise free: " + tried + ")";
     if (ours) {
       row.name = "dcp-fixed-style";
-      row.note = "ours at its best single style for the run: " + best_style + " (noise free: " + tried + ")";
+      row.note = "ours at its best single style for the run: " + best_style +
+                 " (noise free: " + tried + ")";
     }
     result.policies.push_back(std::move(row));
   }
@@ -568,4 +582,4 @@ inline scenario_result run(const scenario& sc, const std::vector<policy_entry>& 
   return result;
 }
 
-}  // namespace dcp::evaluation
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::evaluation

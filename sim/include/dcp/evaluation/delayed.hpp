@@ -51,9 +51,10 @@ template <cost_model Cost>
                                                       wlb_delay_options options = {},
                                                       std::string name = "wlb-llm-delay") {
   if (options.micro_batches < 0)
-    throw invalid_spec("wlb_llm_with_outlier_delay: micro_batches = " + std::to_string(options.micro_batches) +
-                       ", must be >= 0 (0 derives it)");
-  using scheduler_t = DataCentricScheduler<Cost, varlen_buckets, selective_pyramid_recompute, baselines::wlb_llm>;
+    throw invalid_spec("wlb_llm_with_outlier_delay: micro_batches = " +
+                       std::to_string(options.micro_batches) + ", must be >= 0 (0 derives it)");
+  using scheduler_t =
+      DataCentricScheduler<Cost, varlen_buckets, selective_pyramid_recompute, baselines::wlb_llm>;
   struct state {
     scheduler_t scheduler;
     baselines::wlb_outlier_queues queues;
@@ -66,12 +67,16 @@ template <cost_model Cost>
   const auto shared = std::make_shared<state>(
       state{scheduler_t(cost, varlen_buckets{}, selective_pyramid_recompute{}, options.wlb),
             baselines::wlb_outlier_queues(thresholds), options.micro_batches});
-  std::string note = "outlier delay (WLB-LLM section 4) of text documents, video never held: levels from";
-  for (std::size_t i = 0; i < thresholds.size(); ++i) note += (i ? ", " : " ") + std::to_string(thresholds[i]);
-  note += " tokens (ours: the paper's are tuned on its data and unpublished), a level released when it holds " +
-          (options.micro_batches > 0 ? std::to_string(options.micro_batches)
-                                     : std::string("N (the micro-batches of the first step's plan)")) +
-          " documents; what is still queued at the end is not trained";
+  std::string note =
+      "outlier delay (WLB-LLM section 4) of text documents, video never held: levels from";
+  for (std::size_t i = 0; i < thresholds.size(); ++i)
+    note += (i ? ", " : " ") + std::to_string(thresholds[i]);
+  note +=
+      " tokens (ours: the paper's are tuned on its data and unpublished), a level released when it "
+      "holds " +
+      (options.micro_batches > 0 ? std::to_string(options.micro_batches)
+                                 : std::string("N (the micro-batches of the first step's plan)")) +
+      " documents; what is still queued at the end is not trained";
   policy_entry entry;
   entry.name = std::move(name);
   entry.note = std::move(note);
@@ -80,7 +85,8 @@ template <cost_model Cost>
     shared->planned.reset();
     if (shared->micro_batches == 0) {
       auto plan = shared->scheduler.plan(kept);
-      shared->micro_batches = std::max<std::int64_t>(1, static_cast<std::int64_t>(plan.micro_steps.size()));
+      shared->micro_batches =
+          std::max<std::int64_t>(1, static_cast<std::int64_t>(plan.micro_steps.size()));
       shared->planned = std::move(plan);
     }
     const auto released = shared->queues.release(shared->micro_batches);
@@ -101,4 +107,4 @@ template <cost_model Cost>
   return entry;
 }
 
-}  // namespace dcp::evaluation
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::evaluation

@@ -61,8 +61,8 @@ namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
 [[nodiscard]] inline std::vector<sample> videosys_epoch(const workload::opensora_video_mix& mix,
                                                         std::int64_t videos = 2000) {
   const double image_share = mix.parameters().image_share;
-  const auto images = static_cast<std::int64_t>(std::llround(static_cast<double>(videos) * image_share /
-                                                             (1.0 - image_share)));
+  const auto images = static_cast<std::int64_t>(
+      std::llround(static_cast<double>(videos) * image_share / (1.0 - image_share)));
   const auto& buckets = mix.buckets();
   std::vector<std::int64_t> counts(buckets.size(), 0);
   for (const bool image : {true, false}) {
@@ -75,10 +75,12 @@ namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
     for (std::size_t i = 0; i < buckets.size(); ++i) {
       if (buckets[i].is_image() != image) continue;
       if (first == buckets.size()) first = i;
-      counts[i] = static_cast<std::int64_t>(std::llround(static_cast<double>(pool) * buckets[i].probability / weight));
+      counts[i] = static_cast<std::int64_t>(
+          std::llround(static_cast<double>(pool) * buckets[i].probability / weight));
       given += counts[i];
     }
-    if (first < buckets.size()) counts[first] += pool - given;  // the most frequent bucket absorbs the rounding
+    if (first < buckets.size())
+      counts[first] += pool - given;  // the most frequent bucket absorbs the rounding
   }
   std::vector<sample> out;
   for (std::size_t i = 0; i < buckets.size(); ++i)
@@ -94,15 +96,16 @@ namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
 /// access order is trimmed to a multiple of its data-parallel size), whole batches drawn at random
 /// from `seed` are then dropped until their count is a multiple of `groups`. Returns the kept
 /// samples in the epoch's order.
-[[nodiscard]] inline std::vector<sample> videosys_drop_last(std::span<const sample> epoch,
-                                                            const std::vector<baselines::profiled_bucket>& profile,
-                                                            std::int64_t groups = 1, std::uint64_t seed = 0) {
+[[nodiscard]] inline std::vector<sample> videosys_drop_last(
+    std::span<const sample> epoch, const std::vector<baselines::profiled_bucket>& profile,
+    std::int64_t groups = 1, std::uint64_t seed = 0) {
   const auto ordered = canonical_order(epoch);
   const auto labels = video_buckets{}.assign(ordered);
   std::vector<std::vector<std::int64_t>> members(profile.size());  // ids, canonical order
   for (std::size_t i = 0; i < ordered.size(); ++i) {
-    const auto at = std::find_if(profile.begin(), profile.end(),
-                                 [&](const baselines::profiled_bucket& b) { return b.label == labels[i]; });
+    const auto at =
+        std::find_if(profile.begin(), profile.end(),
+                     [&](const baselines::profiled_bucket& b) { return b.label == labels[i]; });
     if (at == profile.end())
       throw error("videosys_drop_last: sample " + std::to_string(ordered[i].id) + " is in bucket " +
                   std::to_string(labels[i]) + ", which the profile does not list");
@@ -114,13 +117,15 @@ namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
     const auto bs = static_cast<std::size_t>(profile[b].batch_size);
     if (bs == 0) continue;
     const auto whole = members[b].size() / bs * bs;
-    dropped.insert(dropped.end(), members[b].begin() + static_cast<std::ptrdiff_t>(whole), members[b].end());
+    dropped.insert(dropped.end(), members[b].begin() + static_cast<std::ptrdiff_t>(whole),
+                   members[b].end());
     for (std::size_t first = 0; first < whole; first += bs) batches.emplace_back(b, first);
   }
   if (groups > 1) {
     baselines::detail::splitmix64 random(seed);
     random.shuffle(batches);
-    for (std::size_t n = batches.size() - batches.size() % static_cast<std::size_t>(groups); n < batches.size(); ++n) {
+    for (std::size_t n = batches.size() - batches.size() % static_cast<std::size_t>(groups);
+         n < batches.size(); ++n) {
       const auto [b, first] = batches[n];
       const auto bs = static_cast<std::size_t>(profile[b].batch_size);
       dropped.insert(dropped.end(), members[b].begin() + static_cast<std::ptrdiff_t>(first),
@@ -137,12 +142,13 @@ namespace dcp::inline DCP_ABI_NAMESPACE::evaluation {
 
 /// A policy's profile of `epoch` under video_buckets, as its scheduler would plan it.
 template <class Policy>
-[[nodiscard]] std::vector<baselines::profiled_bucket> videosys_profile(const Policy& policy, const analytic_cost_model& cost,
-                                                                       std::span<const sample> epoch) {
+[[nodiscard]] std::vector<baselines::profiled_bucket> videosys_profile(
+    const Policy& policy, const analytic_cost_model& cost, std::span<const sample> epoch) {
   const auto ordered = canonical_order(epoch);
   const auto labels = video_buckets{}.assign(ordered);
   const pyramid_recompute recompute{};
-  const placement_problem<analytic_cost_model, pyramid_recompute> problem{ordered, labels, cost, recompute};
+  const placement_problem<analytic_cost_model, pyramid_recompute> problem{ordered, labels, cost,
+                                                                          recompute};
   return policy.profile(placement_input<analytic_cost_model, pyramid_recompute>(problem));
 }
 
@@ -150,14 +156,14 @@ template <class Policy>
 struct videosys_variant {
   std::string name;
   double published_speedup = 0;  ///< over the baseline, from the chart (1 for the baseline)
-  double epoch_seconds = 0;      ///< simulated makespan + one gradient synchronisation per iteration
-  std::int64_t iterations = 0;   ///< optimizer steps (barriers + 1)
+  double epoch_seconds = 0;     ///< simulated makespan + one gradient synchronisation per iteration
+  std::int64_t iterations = 0;  ///< optimizer steps (barriers + 1)
   std::int64_t micro_steps = 0;
   std::int64_t largest_micro_batch_tokens = 0;
-  std::int64_t samples = 0;      ///< trained: the epoch less what drop_last dropped
-  std::int64_t tokens = 0;       ///< of the trained samples
+  std::int64_t samples = 0;  ///< trained: the epoch less what drop_last dropped
+  std::int64_t tokens = 0;   ///< of the trained samples
   std::int64_t dropped_samples = 0;
-  double speedup = 0;            ///< tokens per second over the baseline's
+  double speedup = 0;  ///< tokens per second over the baseline's
   std::int64_t oom_events = 0;
 };
 
@@ -168,10 +174,9 @@ struct videosys_fidelity {
 };
 
 /// Runs the four variants on `gpus` GPUs of one node of H200 (8 in the benchmark).
-[[nodiscard]] inline videosys_fidelity run_videosys_fidelity(std::uint64_t seed = 1,
-                                                            double noise_sigma = sim::sim_options{}.noise_sigma,
-                                                            const sim::truth_constants& constants = {},
-                                                            const analytic_constants& planner = {}) {
+[[nodiscard]] inline videosys_fidelity run_videosys_fidelity(
+    std::uint64_t seed = 1, double noise_sigma = sim::sim_options{}.noise_sigma,
+    const sim::truth_constants& constants = {}, const analytic_constants& planner = {}) {
   const auto model = models::stdit3_xl();
   const auto cluster = hgx_cluster(1, gpus::h200_sxm());
   const training_spec training{};  // ZeRO-1, Ulysses (DSP's all-to-all), bf16
@@ -185,10 +190,12 @@ struct videosys_fidelity {
 
   const double sync = truth.gradient_sync_seconds(cluster.gpus);
   auto run = [&](std::string name, double published, const auto& policy, std::int64_t groups) {
-    const auto kept = videosys_drop_last(batch, videosys_profile(policy, cost, batch), groups, seed);
+    const auto kept =
+        videosys_drop_last(batch, videosys_profile(policy, cost, batch), groups, seed);
     using policy_type = std::remove_cvref_t<decltype(policy)>;
     const auto plan =
-        DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, policy_type>(cost, {}, {}, policy)
+        DataCentricScheduler<analytic_cost_model, video_buckets, pyramid_recompute, policy_type>(
+            cost, {}, {}, policy)
             .plan(kept);
     sim::sim_options options;
     options.seed = seed;
@@ -203,7 +210,8 @@ struct videosys_fidelity {
     v.iterations = static_cast<std::int64_t>(plan.barriers.size()) + 1;
     v.epoch_seconds = result.makespan_seconds + static_cast<double>(v.iterations) * sync;
     v.micro_steps = static_cast<std::int64_t>(plan.micro_steps.size());
-    for (const auto& m : plan.micro_steps) v.largest_micro_batch_tokens = std::max(v.largest_micro_batch_tokens, m.tokens);
+    for (const auto& m : plan.micro_steps)
+      v.largest_micro_batch_tokens = std::max(v.largest_micro_batch_tokens, m.tokens);
     v.oom_events = result.oom_events;
     out.variants.push_back(std::move(v));
   };
@@ -218,8 +226,9 @@ struct videosys_fidelity {
     std::int32_t min_gas;
     bool pac;
   };
-  for (const variant& v : {variant{"DCP-intra", 1.55, 1, 1, false}, variant{"DCP-inter", 2.12, 5, 2, false},
-                           variant{"DCP-inter+PAC", 2.48, 5, 15, true}}) {
+  for (const variant& v :
+       {variant{"DCP-intra", 1.55, 1, 1, false}, variant{"DCP-inter", 2.12, 5, 2, false},
+        variant{"DCP-inter+PAC", 2.48, 5, 15, true}}) {
     baselines::videosys_dcp policy;
     policy.max_gas = v.max_gas;
     policy.min_gas = v.min_gas;
@@ -228,10 +237,12 @@ struct videosys_fidelity {
     policy.seed = seed;
     run(v.name, v.published, policy, 1);
   }
-  const auto throughput = [](const videosys_variant& v) { return static_cast<double>(v.tokens) / v.epoch_seconds; };
+  const auto throughput = [](const videosys_variant& v) {
+    return static_cast<double>(v.tokens) / v.epoch_seconds;
+  };
   const auto& base = out.variants.front();
   for (auto& v : out.variants) v.speedup = throughput(v) / throughput(base);
   return out;
 }
 
-}  // namespace dcp::evaluation
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::evaluation

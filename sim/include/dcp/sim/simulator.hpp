@@ -56,8 +56,8 @@ struct rank_interval {
   std::int64_t sequence = 0;
   std::int64_t degree = 1;
   recompute_setting recompute{};
-  bool oom = false;       ///< the micro-step's true peak exceeded the GPU's capacity
-  std::size_t step = 0;   ///< index into step_plan::micro_steps
+  bool oom = false;      ///< the micro-step's true peak exceeded the GPU's capacity
+  std::size_t step = 0;  ///< index into step_plan::micro_steps
 
   friend bool operator==(const rank_interval&, const rank_interval&) = default;
 };
@@ -66,9 +66,9 @@ struct rank_interval {
 struct simulated_micro_step {
   double start_seconds = 0;
   double end_seconds = 0;
-  double alone_seconds = 0;    ///< truth time with the NICs to itself, noise included
-  double peak_bytes = 0;       ///< true peak per GPU of the group
-  double noise = 1;            ///< the duration multiplier drawn for it
+  double alone_seconds = 0;  ///< truth time with the NICs to itself, noise included
+  double peak_bytes = 0;     ///< true peak per GPU of the group
+  double noise = 1;          ///< the duration multiplier drawn for it
   bool crosses_nodes = false;
   bool oom = false;
 
@@ -77,20 +77,20 @@ struct simulated_micro_step {
 };
 
 struct step_result {
-  double step_seconds = 0;            ///< makespan + gradient synchronisation
-  double makespan_seconds = 0;        ///< until the last micro-step ends
+  double step_seconds = 0;      ///< makespan + gradient synchronisation
+  double makespan_seconds = 0;  ///< until the last micro-step ends
   double gradient_sync_seconds = 0;
-  double idle_fraction = 0;           ///< GPU time idle before the makespan
-  double peak_bytes = 0;              ///< max over ranks of the true peak
-  std::int64_t oom_events = 0;        ///< micro-steps whose true peak exceeds capacity
-  std::int64_t oom_gpu_events = 0;    ///< the same counted once per GPU of the group
+  double idle_fraction = 0;         ///< GPU time idle before the makespan
+  double peak_bytes = 0;            ///< max over ranks of the true peak
+  std::int64_t oom_events = 0;      ///< micro-steps whose true peak exceeds capacity
+  std::int64_t oom_gpu_events = 0;  ///< the same counted once per GPU of the group
   double capacity_bytes = 0;
   /// Seconds micro-steps lost to NIC sharing (sum over micro-steps of actual - alone).
   double nic_contention_seconds = 0;
   std::int64_t tokens = 0;
   std::vector<std::vector<rank_interval>> timelines{};  ///< per rank, in execution order
   std::vector<double> rank_busy_seconds{};
-  std::vector<double> rank_peak_bytes{};                ///< static bytes for a rank with no work
+  std::vector<double> rank_peak_bytes{};  ///< static bytes for a rank with no work
   std::vector<simulated_micro_step> micro_steps{};
 
   [[nodiscard]] double tokens_per_second() const noexcept {
@@ -116,8 +116,8 @@ namespace detail {
 /// A sample's grid, "frames x height x width", or "text".
 [[nodiscard]] inline std::string grid_text(const sample& s) {
   if (!s.video) return "text";
-  return "video grid " + std::to_string(s.video->frames) + " x " + std::to_string(s.video->height) + " x " +
-         std::to_string(s.video->width);
+  return "video grid " + std::to_string(s.video->frames) + " x " + std::to_string(s.video->height) +
+         " x " + std::to_string(s.video->width);
 }
 
 /// Lognormal multiplier with mean 1.
@@ -128,8 +128,8 @@ namespace detail {
 
 /// Throws unless `plan` runs on `truth`'s cluster: its size, its node size, each micro-step's
 /// config, group and (hybrid) split. Also checks the noise and the batch.
-inline void check_plan(const step_plan& plan, std::span<const sample> batch, const truth_model& truth,
-                       const sim_options& options) {
+inline void check_plan(const step_plan& plan, std::span<const sample> batch,
+                       const truth_model& truth, const sim_options& options) {
   const auto& cluster = truth.cluster();
   const std::int64_t gpus = cluster.gpus;
   if (plan.gpus != gpus)
@@ -137,11 +137,13 @@ inline void check_plan(const step_plan& plan, std::span<const sample> batch, con
                        " GPUs, the truth model's cluster has " + std::to_string(gpus));
   if (plan.gpus_per_node != 0 && plan.gpus_per_node != cluster.gpus_per_node)
     throw invalid_spec("simulate: the plan has " + std::to_string(plan.gpus_per_node) +
-                       " GPUs per node, the truth model's cluster " + std::to_string(cluster.gpus_per_node));
+                       " GPUs per node, the truth model's cluster " +
+                       std::to_string(cluster.gpus_per_node));
   dcp::detail::require_finite_non_negative(options.noise_sigma, "simulate: ", "noise_sigma");
   if (options.noise_sigma > sim_options::max_noise_sigma)
     throw invalid_spec("simulate: noise_sigma = " + dcp::detail::number_text(options.noise_sigma) +
-                       ", must be at most " + dcp::detail::number_text(sim_options::max_noise_sigma));
+                       ", must be at most " +
+                       dcp::detail::number_text(sim_options::max_noise_sigma));
   validate_batch(batch);
   const auto& steps = plan.micro_steps;
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -159,11 +161,12 @@ inline void check_plan(const step_plan& plan, std::span<const sample> batch, con
     if (m.config.sp == sequence_parallel::hybrid) {
       const auto u = hybrid_ulysses_degree(m.config.degree, truth.model(), cluster);
       if (plan.hybrid_ulysses_degree != u)
-        throw invalid_spec("simulate: " + describe(m, i) + " is hybrid with plan.hybrid_ulysses_degree = " +
-                           std::to_string(plan.hybrid_ulysses_degree) + ", but the truth model runs degree " +
-                           std::to_string(m.config.degree) + " as Ulysses groups of " + std::to_string(u) +
-                           " (the largest power of two dividing the " + std::to_string(truth.model().heads) +
-                           " heads within a node): it simulates only that split");
+        throw invalid_spec(
+            "simulate: " + describe(m, i) + " is hybrid with plan.hybrid_ulysses_degree = " +
+            std::to_string(plan.hybrid_ulysses_degree) + ", but the truth model runs degree " +
+            std::to_string(m.config.degree) + " as Ulysses groups of " + std::to_string(u) +
+            " (the largest power of two dividing the " + std::to_string(truth.model().heads) +
+            " heads within a node): it simulates only that split");
     }
   }
 }
@@ -173,7 +176,8 @@ inline void check_plan(const step_plan& plan, std::span<const sample> batch, con
 /// micro-step holds video clips of one grid or text only. Adds the tokens to `result`.
 [[nodiscard]] inline std::vector<micro_batch_shape> shapes_of(const std::vector<micro_step>& steps,
                                                               std::span<const sample> batch,
-                                                              bool require_every_sample, step_result& result) {
+                                                              bool require_every_sample,
+                                                              step_result& result) {
   std::vector<std::pair<std::uint64_t, std::size_t>> by_id;
   by_id.reserve(batch.size());
   for (std::size_t k = 0; k < batch.size(); ++k) by_id.emplace_back(batch[k].id, k);
@@ -184,31 +188,36 @@ inline void check_plan(const step_plan& plan, std::span<const sample> batch, con
   for (std::size_t i = 0; i < steps.size(); ++i) {
     std::size_t first = none;  // the micro-step's first sample, whose grid the others share
     for (auto id : steps[i].sample_ids) {
-      const auto it = std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(id, std::size_t{0}));
+      const auto it =
+          std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(id, std::size_t{0}));
       if (it == by_id.end() || it->first != id)
-        throw invalid_sample("simulate: " + describe(steps[i], i) + " names sample id " + std::to_string(id) +
-                             ", which is not in the batch");
+        throw invalid_sample("simulate: " + describe(steps[i], i) + " names sample id " +
+                             std::to_string(id) + ", which is not in the batch");
       const std::size_t k = it->second;
       if (owner[k] != none)
         throw invalid_sample("simulate: sample id " + std::to_string(id) + " is in " +
-                             describe(steps[owner[k]], owner[k]) + " and in " + describe(steps[i], i) +
-                             "; each sample must run once");
+                             describe(steps[owner[k]], owner[k]) + " and in " +
+                             describe(steps[i], i) + "; each sample must run once");
       owner[k] = i;
       // Video clips are batched as dense tensors of one latent grid (varlen_buckets): a
       // micro-step holds clips of one grid, or text only. The truth bound counts on it.
-      if (first == none) first = k;
+      if (first == none)
+        first = k;
       else if (batch[first].video != batch[k].video)
-        throw invalid_sample("simulate: " + describe(steps[i], i) + " holds sample id " + std::to_string(id) +
-                             " (" + grid_text(batch[k]) + ") beside sample id " + std::to_string(batch[first].id) +
-                             " (" + grid_text(batch[first]) + "); a micro-step holds video clips of one grid, or text only");
+        throw invalid_sample("simulate: " + describe(steps[i], i) + " holds sample id " +
+                             std::to_string(id) + " (" + grid_text(batch[k]) +
+                             ") beside sample id " + std::to_string(batch[first].id) + " (" +
+                             grid_text(batch[first]) +
+                             "); a micro-step holds video clips of one grid, or text only");
       shapes[i] += micro_batch_shape::of(batch[k]);
     }
     // validate_batch bounds the batch's total and each sample runs once, so this cannot
     // overflow; checked all the same, as every sum of user values.
     const auto tokens = dcp::detail::checked_add(result.tokens, shapes[i].tokens);
     if (!tokens)
-      throw invalid_sample("simulate: step_result tokens = " + std::to_string(result.tokens) + " + " +
-                           std::to_string(shapes[i].tokens) + " of " + describe(steps[i], i) + " exceeds " +
+      throw invalid_sample("simulate: step_result tokens = " + std::to_string(result.tokens) +
+                           " + " + std::to_string(shapes[i].tokens) + " of " +
+                           describe(steps[i], i) + " exceeds " +
                            std::to_string(dcp::detail::int64_max));
     result.tokens = *tokens;
   }
@@ -241,8 +250,9 @@ inline void check_plan(const step_plan& plan, std::span<const sample> batch, con
     if (hi - lo > 1) {
       std::vector<std::size_t> run(order.begin() + static_cast<std::ptrdiff_t>(lo),
                                    order.begin() + static_cast<std::ptrdiff_t>(hi));
-      std::sort(run.begin(), run.end(),
-                [&](std::size_t a, std::size_t b) { return steps[a].first_rank < steps[b].first_rank; });
+      std::sort(run.begin(), run.end(), [&](std::size_t a, std::size_t b) {
+        return steps[a].first_rank < steps[b].first_rank;
+      });
       std::size_t widest = run[0];
       for (std::size_t j = 1; j < run.size(); ++j) {
         const auto& a = steps[widest];
@@ -250,8 +260,8 @@ inline void check_plan(const step_plan& plan, std::span<const sample> batch, con
         if (b.first_rank <= a.last_rank()) {
           const auto shared_last = std::min(a.last_rank(), b.last_rank());
           throw error("simulate: deadlock: " + describe(a, widest) + " and " + describe(b, run[j]) +
-                      " carry the same sequence number and share ranks " + std::to_string(b.first_rank) + ".." +
-                      std::to_string(shared_last) +
+                      " carry the same sequence number and share ranks " +
+                      std::to_string(b.first_rank) + ".." + std::to_string(shared_last) +
                       "; every rank runs its micro-steps in sequence order, so these ranks may "
                       "take the two in opposite orders and wait on each other forever");
         }
@@ -269,7 +279,8 @@ struct rank_rows {
   std::vector<std::size_t> begin{};
   std::vector<std::size_t> steps{};
 
-  rank_rows(const std::vector<micro_step>& plan_steps, std::span<const std::size_t> order, std::int64_t gpus)
+  rank_rows(const std::vector<micro_step>& plan_steps, std::span<const std::size_t> order,
+            std::int64_t gpus)
       : begin(static_cast<std::size_t>(gpus) + 1, 0) {
     for (const auto& m : plan_steps)
       for (auto r = m.first_rank; r <= m.last_rank(); ++r) ++begin[static_cast<std::size_t>(r) + 1];
@@ -286,7 +297,8 @@ struct rank_rows {
 /// time alone, its true peak and whether it runs out of memory, into `result`.
 [[nodiscard]] inline std::vector<micro_step_parts> price(const std::vector<micro_step>& steps,
                                                          std::span<const micro_batch_shape> shapes,
-                                                         std::span<const std::size_t> order, const truth_model& truth,
+                                                         std::span<const std::size_t> order,
+                                                         const truth_model& truth,
                                                          workload::rng& random, double noise_sigma,
                                                          step_result& result) {
   std::vector<micro_step_parts> parts(steps.size());
@@ -315,7 +327,7 @@ struct rank_rows {
 /// / GPUs sending across on that node). Every GPU of a cross-node group counts as sending across
 /// for its whole duration (conservative: real transfers come in bursts between compute).
 class execution {
-public:
+ public:
   execution(const step_plan& plan, const truth_model& truth, const rank_rows& rows,
             const std::vector<micro_step_parts>& parts, step_result& result)
       : steps_(plan.micro_steps),
@@ -353,13 +365,14 @@ public:
     if (finished_ < steps_.size()) throw_never_started();
   }
 
-private:
+ private:
   struct flow {
     double progress = 0;
     double last = 0;
     double rate = 0;
   };
-  using event = std::tuple<double, std::int64_t, std::size_t, std::uint64_t>;  // time, seq, step, version
+  using event =
+      std::tuple<double, std::int64_t, std::size_t, std::uint64_t>;  // time, seq, step, version
 
   // World barriers (step_plan::barriers): a micro-step behind k barriers starts only after the
   // k-th has passed, i.e. once every micro-step numbered below it has ended. No micro-step
@@ -368,12 +381,14 @@ private:
   void count_barriers() {
     for (std::size_t k = 1; k < barriers_.size(); ++k)
       if (barriers_[k] <= barriers_[k - 1])
-        throw error("simulate: plan.barriers[" + std::to_string(k) + "] = " + std::to_string(barriers_[k]) +
-                    ", must be greater than barriers[" + std::to_string(k - 1) + "] = " +
-                    std::to_string(barriers_[k - 1]) + " (increasing)");
+        throw error("simulate: plan.barriers[" + std::to_string(k) +
+                    "] = " + std::to_string(barriers_[k]) + ", must be greater than barriers[" +
+                    std::to_string(k - 1) + "] = " + std::to_string(barriers_[k - 1]) +
+                    " (increasing)");
     for (std::size_t i = 0; i < steps_.size(); ++i) {
-      gate_[i] = static_cast<std::size_t>(std::upper_bound(barriers_.begin(), barriers_.end(), steps_[i].sequence) -
-                                          barriers_.begin());
+      gate_[i] = static_cast<std::size_t>(
+          std::upper_bound(barriers_.begin(), barriers_.end(), steps_[i].sequence) -
+          barriers_.begin());
       if (gate_[i] < barriers_.size()) ++below_[gate_[i]];
     }
     for (std::size_t k = 1; k < barriers_.size(); ++k) below_[k] += below_[k - 1];
@@ -387,13 +402,16 @@ private:
   [[nodiscard]] double rate_of(std::size_t i) const {
     double rate = gpu_cap_;
     for (auto n = steps_[i].first_rank / gpn_; n <= steps_[i].last_rank() / gpn_; ++n)
-      rate = std::min(rate, node_bandwidth_ / static_cast<double>(senders_[static_cast<std::size_t>(n)]));
+      rate = std::min(rate,
+                      node_bandwidth_ / static_cast<double>(senders_[static_cast<std::size_t>(n)]));
     return rate;
   }
   [[nodiscard]] double duration_at(std::size_t i, double rate) const {
     return result_.micro_steps[i].noise * parts_[i].seconds_at(rate);
   }
-  void schedule(std::size_t i, double at) { events_.emplace(at, steps_[i].sequence, i, ++version_[i]); }
+  void schedule(std::size_t i, double at) {
+    events_.emplace(at, steps_[i].sequence, i, ++version_[i]);
+  }
   void add_senders(std::size_t i, std::int64_t sign) {
     for (auto n = steps_[i].first_rank / gpn_; n <= steps_[i].last_rank() / gpn_; ++n)
       senders_[static_cast<std::size_t>(n)] += sign * members_on(i, n);
@@ -431,8 +449,10 @@ private:
     if (passed_ == before) return;
     std::vector<std::size_t> still;
     for (auto i : held_) {
-      if (gate_[i] <= passed_) start(i, now);
-      else still.push_back(i);
+      if (gate_[i] <= passed_)
+        start(i, now);
+      else
+        still.push_back(i);
     }
     held_ = std::move(still);
   }
@@ -443,8 +463,10 @@ private:
     if (rows_.begin[r] + head_[r] >= rows_.begin[r + 1]) return;
     const std::size_t i = rows_.steps[rows_.begin[r] + head_[r]];
     if (++arrived_[i] != steps_[i].degree()) return;
-    if (gate_[i] <= passed_) start(i, now);
-    else held_.push_back(i);  // every member arrived, behind an unpassed barrier
+    if (gate_[i] <= passed_)
+      start(i, now);
+    else
+      held_.push_back(i);  // every member arrived, behind an unpassed barrier
   }
 
   void finish(std::size_t i, double now) {
@@ -474,7 +496,8 @@ private:
       const auto rr = static_cast<std::size_t>(r);
       if (rows_.begin[rr] + head_[rr] >= rows_.begin[rr + 1]) continue;
       const std::size_t i = rows_.steps[rows_.begin[rr] + head_[rr]];
-      waits += (shown++ ? "; rank " : "rank ") + std::to_string(r) + " waits in " + describe(steps_[i], i);
+      waits += (shown++ ? "; rank " : "rank ") + std::to_string(r) + " waits in " +
+               describe(steps_[i], i);
     }
     throw error("simulate: deadlock: " + std::to_string(steps_.size() - finished_) +
                 " micro-steps never started (" + waits + ")");
@@ -505,11 +528,14 @@ private:
 
 /// The step's figures once every micro-step has run: makespan, gradient synchronisation (scaled
 /// by `sync_noise`), idle fraction, each rank's peak and, with `record_timelines`, timelines.
-inline void summarise(const std::vector<micro_step>& steps, const rank_rows& rows, const truth_model& truth,
-                      double sync_noise, bool record_timelines, step_result& result) {
+inline void summarise(const std::vector<micro_step>& steps, const rank_rows& rows,
+                      const truth_model& truth, double sync_noise, bool record_timelines,
+                      step_result& result) {
   const std::int64_t gpus = truth.cluster().gpus;
-  for (const auto& out : result.micro_steps) result.makespan_seconds = std::max(result.makespan_seconds, out.end_seconds);
-  result.gradient_sync_seconds = steps.empty() ? 0.0 : sync_noise * truth.gradient_sync_seconds(gpus);
+  for (const auto& out : result.micro_steps)
+    result.makespan_seconds = std::max(result.makespan_seconds, out.end_seconds);
+  result.gradient_sync_seconds =
+      steps.empty() ? 0.0 : sync_noise * truth.gradient_sync_seconds(gpus);
   result.step_seconds = result.makespan_seconds + result.gradient_sync_seconds;
   double busy = 0;
   for (double b : result.rank_busy_seconds) busy += b;
@@ -525,8 +551,8 @@ inline void summarise(const std::vector<micro_step>& steps, const rank_rows& row
       const auto& out = result.micro_steps[i];
       result.rank_peak_bytes[r] = std::max(result.rank_peak_bytes[r], out.peak_bytes);
       if (record_timelines)
-        result.timelines[r].push_back({out.start_seconds, out.end_seconds, steps[i].sequence, steps[i].degree(),
-                                       steps[i].config.recompute, out.oom, i});
+        result.timelines[r].push_back({out.start_seconds, out.end_seconds, steps[i].sequence,
+                                       steps[i].degree(), steps[i].config.recompute, out.oom, i});
     }
     result.peak_bytes = std::max(result.peak_bytes, result.rank_peak_bytes[r]);
   }
@@ -542,24 +568,27 @@ inline void summarise(const std::vector<micro_step>& steps, const rank_rows& row
 /// or video beside text, and two micro-steps with the same sequence number sharing a rank
 /// (ranks could take them in opposite orders and deadlock).
 [[nodiscard]] inline step_result simulate(const step_plan& plan, std::span<const sample> batch,
-                                          const truth_model& truth, const sim_options& options = {}) {
+                                          const truth_model& truth,
+                                          const sim_options& options = {}) {
   detail::check_plan(plan, batch, truth, options);
   step_result result;
-  const auto shapes = detail::shapes_of(plan.micro_steps, batch, options.require_every_sample, result);
+  const auto shapes =
+      detail::shapes_of(plan.micro_steps, batch, options.require_every_sample, result);
   const auto order = detail::sequence_order(plan.micro_steps);
   const detail::rank_rows rows(plan.micro_steps, order, truth.cluster().gpus);
   workload::rng random(options.seed);
-  const auto parts = detail::price(plan.micro_steps, shapes, order, truth, random, options.noise_sigma, result);
+  const auto parts =
+      detail::price(plan.micro_steps, shapes, order, truth, random, options.noise_sigma, result);
   const double sync_noise = detail::noise_factor(random, options.noise_sigma);
   detail::execution(plan, truth, rows, parts, result).run();
   detail::summarise(plan.micro_steps, rows, truth, sync_noise, options.record_timelines, result);
   return result;
 }
 
-
 [[nodiscard]] inline step_result simulate(const step_plan& plan, const std::vector<sample>& batch,
-                            const truth_model& truth, const sim_options& options = {}) {
+                                          const truth_model& truth,
+                                          const sim_options& options = {}) {
   return simulate(plan, std::span<const sample>(batch.data(), batch.size()), truth, options);
 }
 
-}  // namespace dcp::sim
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::sim

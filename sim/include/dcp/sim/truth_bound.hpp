@@ -38,9 +38,10 @@ struct truth_bound_terms {
 /// recomputation the strategy's choice for the sample alone at the capacity, and `terms`.
 /// Throws what validate_batch throws, and sample_does_not_fit for a sample that fits nowhere.
 template <recompute_strategy<truth_model> Recompute = selective_pyramid_recompute>
-[[nodiscard]]
-double truth_lower_bound_seconds(std::span<const sample> batch, const truth_model& truth,
-                                 const Recompute& recompute = {}, truth_bound_terms terms = {}) {
+[[nodiscard]] double truth_lower_bound_seconds(std::span<const sample> batch,
+                                               const truth_model& truth,
+                                               const Recompute& recompute = {},
+                                               truth_bound_terms terms = {}) {
   validate_batch(batch);
   if (batch.empty()) return 0.0;
   training_spec at_capacity = truth.training();
@@ -48,8 +49,8 @@ double truth_lower_bound_seconds(std::span<const sample> batch, const truth_mode
   at_capacity.headroom_fraction = 0;
   const truth_model model(truth.model(), truth.cluster(), at_capacity, truth.constants());
   const auto samples = canonical_order(batch);
-  const auto buckets =
-      terms.buckets ? varlen_buckets{}.assign(samples) : std::vector<std::int32_t>(samples.size(), 0);
+  const auto buckets = terms.buckets ? varlen_buckets{}.assign(samples)
+                                     : std::vector<std::int32_t>(samples.size(), 0);
   const placement_problem<truth_model, Recompute> problem{samples, buckets, model, recompute};
   const dcp::placement_input<truth_model, Recompute> context(problem);
   return dcp::detail::lower_bound_seconds(context, {.recompute_ladder = true,
@@ -58,9 +59,9 @@ double truth_lower_bound_seconds(std::span<const sample> batch, const truth_mode
                                                     .deadline = terms.deadline});
 }
 
-[[nodiscard]]
-inline double truth_lower_bound_seconds(const std::vector<sample>& batch, const truth_model& truth) {
+[[nodiscard]] inline double truth_lower_bound_seconds(const std::vector<sample>& batch,
+                                                      const truth_model& truth) {
   return truth_lower_bound_seconds(std::span<const sample>(batch.data(), batch.size()), truth);
 }
 
-}  // namespace dcp::sim
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::sim

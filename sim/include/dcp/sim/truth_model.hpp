@@ -22,9 +22,9 @@
 #include "dcp/cost/activation_memory.hpp"
 #include "dcp/cost/caption_work.hpp"
 #include "dcp/detail/checked.hpp"
-#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/hardware.hpp"
+#include "dcp/spec/micro_batch_shape.hpp"
 #include "dcp/spec/model.hpp"
 #include "dcp/spec/training.hpp"
 
@@ -113,8 +113,9 @@ struct truth_constants {
 struct saturating_curve {
   double max = 0;
   double half = 0;
-  [[nodiscard]]
-  double operator()(double x) const noexcept { return x > 0 ? max * x / (x + half) : 0.0; }
+  [[nodiscard]] double operator()(double x) const noexcept {
+    return x > 0 ? max * x / (x + half) : 0.0;
+  }
   friend bool operator==(const saturating_curve&, const saturating_curve&) = default;
 };
 
@@ -125,7 +126,7 @@ struct saturating_curve {
 /// with P (query, key) pairs is (P + s_half * s) / (eta_max * R).
 template <std::size_t N>
 [[nodiscard]] saturating_curve fit_saturating(const std::array<double, N>& lengths,
-                                const std::array<double, N>& efficiency) {
+                                              const std::array<double, N>& efficiency) {
   // Minimise sum_k (e_k * (u + v / s_k) - 1)^2 over u = 1/eta_max, v = s_half/eta_max.
   double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
   for (std::size_t k = 0; k < N; ++k) {
@@ -145,13 +146,13 @@ template <std::size_t N>
 
 /// How a group of GPUs sits on the nodes.
 struct group_layout {
-  std::int64_t nodes = 1;          ///< nodes the group touches
-  std::int64_t min_per_node = 1;   ///< fewest members on one of those nodes
+  std::int64_t nodes = 1;         ///< nodes the group touches
+  std::int64_t min_per_node = 1;  ///< fewest members on one of those nodes
   [[nodiscard]] bool crosses_nodes() const noexcept { return nodes > 1; }
 };
 
 [[nodiscard]] inline group_layout layout_of(std::int64_t first_rank, std::int64_t degree,
-                              std::int64_t gpus_per_node) noexcept {
+                                            std::int64_t gpus_per_node) noexcept {
   const std::int64_t last = first_rank + degree - 1;
   const std::int64_t first_node = first_rank / gpus_per_node;
   const std::int64_t last_node = last / gpus_per_node;
@@ -173,18 +174,18 @@ struct group_layout {
 /// ring attention hides ring transfers; an all-to-all's NVLink and network parts run at once and
 /// the slower one decides (§1.2 [S] nccl-tests#130); everything else is serial.
 struct micro_step_parts {
-  double gemm_seconds = 0;            ///< dense, LM-head and caption GEMMs, recomputation included
-  double attention_seconds = 0;       ///< FlashAttention forward, backward, recomputed forward
-  double memory_bound_seconds = 0;    ///< norms, RoPE, activations, residuals, loss, selective
-  double latency_seconds = 0;         ///< collectives x NCCL latency
-  double overhead_seconds = 0;        ///< kernel launches and framework work
-  double overlapped_seconds = 0;      ///< compute that hides transfers (ring attention), else 0
+  double gemm_seconds = 0;          ///< dense, LM-head and caption GEMMs, recomputation included
+  double attention_seconds = 0;     ///< FlashAttention forward, backward, recomputed forward
+  double memory_bound_seconds = 0;  ///< norms, RoPE, activations, residuals, loss, selective
+  double latency_seconds = 0;       ///< collectives x NCCL latency
+  double overhead_seconds = 0;      ///< kernel launches and framework work
+  double overlapped_seconds = 0;    ///< compute that hides transfers (ring attention), else 0
   double exposed_transfer_seconds = 0;  ///< NVLink transfers nothing hides (a hybrid's all-to-alls)
-  double intra_node_bytes = 0;        ///< per GPU over NVLink
-  double intra_node_seconds = 0;      ///< their transfer time
-  double host_seconds = 0;            ///< the host's time to issue the kernels
-  double inter_node_bytes = 0;        ///< per GPU through its NIC
-  double nic_bandwidth = 0;           ///< the uncontended per-GPU NIC rate
+  double intra_node_bytes = 0;          ///< per GPU over NVLink
+  double intra_node_seconds = 0;        ///< their transfer time
+  double host_seconds = 0;              ///< the host's time to issue the kernels
+  double inter_node_bytes = 0;          ///< per GPU through its NIC
+  double nic_bandwidth = 0;             ///< the uncontended per-GPU NIC rate
   std::int64_t collectives = 0;
   bool crosses_nodes = false;
 
@@ -211,7 +212,7 @@ struct micro_step_parts {
 };
 
 class truth_model {
-public:
+ public:
   truth_model(model_spec model, cluster_spec cluster, training_spec training = {},
               truth_constants constants = {})
       : model_(std::move(model)),
@@ -239,18 +240,22 @@ public:
 
   /// GEMM efficiency at n tokens per GPU.
   [[nodiscard]] double gemm_efficiency(double tokens_per_gpu) const noexcept {
-    return saturating_curve{constants_.gemm_efficiency_max, constants_.gemm_half_tokens}(
-        tokens_per_gpu);
+    return saturating_curve{constants_.gemm_efficiency_max,
+                            constants_.gemm_half_tokens}(tokens_per_gpu);
   }
   /// FlashAttention efficiency (fraction of peak) for sequences of `length` tokens, as fitted.
-  [[nodiscard]]
-  double attention_forward_efficiency(double length) const noexcept { return forward_(length); }
-  [[nodiscard]]
-  double attention_backward_efficiency(double length) const noexcept { return backward_(length); }
-  [[nodiscard]]
-  const saturating_curve& attention_forward_curve() const noexcept { return forward_; }
-  [[nodiscard]]
-  const saturating_curve& attention_backward_curve() const noexcept { return backward_; }
+  [[nodiscard]] double attention_forward_efficiency(double length) const noexcept {
+    return forward_(length);
+  }
+  [[nodiscard]] double attention_backward_efficiency(double length) const noexcept {
+    return backward_(length);
+  }
+  [[nodiscard]] const saturating_curve& attention_forward_curve() const noexcept {
+    return forward_;
+  }
+  [[nodiscard]] const saturating_curve& attention_backward_curve() const noexcept {
+    return backward_;
+  }
 
   /// NCCL's predicted latency of a collective with `intra_steps` NVLink and `network_steps`
   /// network steps (§1.3, tuning.cc).
@@ -282,14 +287,14 @@ public:
   // ---- time --------------------------------------------------------------------------------
 
   /// The parts of one micro-step run by the group [first_rank, first_rank + degree).
-  [[nodiscard]] dcp::sim::micro_step_parts micro_step_parts_at(const micro_batch_shape& s,
-                                                 const execution_config& c,
-                                                 std::int64_t first_rank) const noexcept {
+  [[nodiscard]] dcp::sim::micro_step_parts micro_step_parts_at(
+      const micro_batch_shape& s, const execution_config& c,
+      std::int64_t first_rank) const noexcept {
     return parts(s, c, layout_of(first_rank, c.degree, cluster_.gpus_per_node));
   }
   /// The parts of one micro-step on an aligned group (first rank a multiple of the degree).
-  [[nodiscard]] dcp::sim::micro_step_parts micro_step_parts(const micro_batch_shape& s,
-                                              const execution_config& c) const noexcept {
+  [[nodiscard]] dcp::sim::micro_step_parts micro_step_parts(
+      const micro_batch_shape& s, const execution_config& c) const noexcept {
     return parts(s, c, layout_of(0, c.degree, cluster_.gpus_per_node));
   }
 
@@ -300,8 +305,8 @@ public:
   /// GEMMs but on those rows: time = F (rows + n_half) / (eta_max R), affine in the samples. Its
   /// n_half part is a fixed cost of the micro-step (as for the sample tokens' GEMMs), which the
   /// floor leaves out. 0 without cross-attention (decoder LMs).
-  [[nodiscard]]
-  double caption_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double caption_seconds(const micro_batch_shape& s,
+                                       const execution_config& c) const noexcept {
     if (!model_.has_cross_attention()) return 0.0;
     const double rows = static_cast<double>(s.samples) * static_cast<double>(model_.text_tokens);
     return detail::caption_flops_per_text_token(model_, c.recompute.layers) *
@@ -310,8 +315,8 @@ public:
   }
 
   /// cost_model requirement 1: the micro-step's time on an aligned group with the NICs to itself.
-  [[nodiscard]]
-  double seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double seconds(const micro_batch_shape& s,
+                               const execution_config& c) const noexcept {
     return micro_step_parts(s, c).seconds();
   }
 
@@ -320,12 +325,13 @@ public:
   /// fixed costs (GEMM half-saturation, latencies, launches) are left out; of NVLink and NIC
   /// transfers, which run side by side and scale together, the longer; and under ring attention,
   /// which hides transfers but is never hidden, the attention.
-  [[nodiscard]]
-  double marginal_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double marginal_seconds(const micro_batch_shape& s,
+                                        const execution_config& c) const noexcept {
     const auto with = micro_step_parts(s, c);
     const auto without = micro_step_parts(micro_batch_shape{}, c);
     const double serial = with.serial_seconds() - without.serial_seconds();
-    const double network = with.inter_node_bytes > 0 ? with.inter_node_bytes / with.nic_bandwidth : 0;
+    const double network =
+        with.inter_node_bytes > 0 ? with.inter_node_bytes / with.nic_bandwidth : 0;
     const double transfer = std::max(with.intra_node_seconds, network);
     // Transfers have no fixed part (latency is serial), so they are linear in the shape; the
     // host's time does not depend on the shape, so a micro-step takes at least its device time,
@@ -338,8 +344,8 @@ public:
 
   /// cost_model optional member 9: the device's time of the micro-step (aligned group, the NICs
   /// to itself), without the host's issue time.
-  [[nodiscard]]
-  double device_seconds(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double device_seconds(const micro_batch_shape& s,
+                                      const execution_config& c) const noexcept {
     const auto p = micro_step_parts(s, c);
     return p.device_seconds_at(p.nic_bandwidth);
   }
@@ -371,14 +377,16 @@ public:
     // Across nodes every ring leaves through a different NIC: busbw = NICs x per-NIC (§1.2 [D]).
     const double ring_bandwidth = multi_node ? node_nic_bandwidth() : cluster_.nvlink_bandwidth;
     if (training_.zero_stage == 0) {
-      const double bandwidth = multi_node ? node_nic_bandwidth() : constants_.nvls_allreduce_bandwidth;
+      const double bandwidth =
+          multi_node ? node_nic_bandwidth() : constants_.nvls_allreduce_bandwidth;
       return latency(2.0 * (n - 1.0)) + 2.0 * (n - 1.0) / n * bytes / bandwidth;
     }
     const double one = latency(n - 1.0) + (n - 1.0) / n * bytes / ring_bandwidth;
     return (training_.zero_stage == 3 ? 3.0 : 2.0) * one;
   }
-  [[nodiscard]]
-  double gradient_sync_seconds() const noexcept { return gradient_sync_seconds(cluster_.gpus); }
+  [[nodiscard]] double gradient_sync_seconds() const noexcept {
+    return gradient_sync_seconds(cluster_.gpus);
+  }
 
   // ---- memory ------------------------------------------------------------------------------
 
@@ -391,23 +399,24 @@ public:
 
   /// cost_model requirement 2: the true peak per GPU — static bytes plus the dynamic bytes
   /// inflated by fragmentation.
-  [[nodiscard]]
-  double peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double peak_bytes(const micro_batch_shape& s,
+                                  const execution_config& c) const noexcept {
     return static_bytes() + dynamic_bytes(s, c) * (1.0 + constants_.fragmentation);
   }
   /// The same peak before fragmentation.
-  [[nodiscard]]
-  double allocated_peak_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double allocated_peak_bytes(const micro_batch_shape& s,
+                                            const execution_config& c) const noexcept {
     return static_bytes() + dynamic_bytes(s, c);
   }
   /// Model states under the ZeRO stage (§4.1 [S]) plus CUDA context and NCCL buffers.
-  [[nodiscard]]
-  double static_bytes() const noexcept { return states_ + constants_.cuda_context_bytes + constants_.nccl_buffer_bytes; }
+  [[nodiscard]] double static_bytes() const noexcept {
+    return states_ + constants_.cuda_context_bytes + constants_.nccl_buffer_bytes;
+  }
 
   /// Activations, FlashAttention backward transients, logits, communication buffers and ZeRO-3
   /// gather buffers per GPU (§4.2, §4.3; Korthikanti et al. accounting, FlashAttention).
-  [[nodiscard]]
-  double dynamic_bytes(const micro_batch_shape& s, const execution_config& c) const noexcept {
+  [[nodiscard]] double dynamic_bytes(const micro_batch_shape& s,
+                                     const execution_config& c) const noexcept {
     double bytes = activations_(s, c);
     if (training_.zero_stage == 3) bytes += 2.0 * 2.0 * static_cast<double>(model_.block_params());
     return bytes;
@@ -418,7 +427,7 @@ public:
            a.constants_ == b.constants_;
   }
 
-private:
+ private:
   /// Throws invalid_spec naming the first bad field, its value and the limit: efficiencies
   /// (gemm_efficiency_max, hbm_efficiency, each FA3 table point as a fraction of
   /// fa3_reference_peak_flops) outside (0, 1]; lengths, peaks and bandwidths not finite and > 0;
@@ -429,7 +438,8 @@ private:
     const auto& k = constants_;
     dcp::detail::require_fraction(k.gemm_efficiency_max, where, "gemm_efficiency_max");
     dcp::detail::require_finite_non_negative(k.gemm_half_tokens, where, "gemm_half_tokens");
-    dcp::detail::require_finite_positive(k.fa3_reference_peak_flops, where, "fa3_reference_peak_flops");
+    dcp::detail::require_finite_positive(k.fa3_reference_peak_flops, where,
+                                         "fa3_reference_peak_flops");
     for (std::size_t j = 0; j < k.fa3_lengths.size(); ++j) {
       const std::string at = "[" + std::to_string(j) + "]";
       dcp::detail::require_finite_positive(k.fa3_lengths[j], where, "fa3_lengths" + at);
@@ -448,23 +458,32 @@ private:
     }
     dcp::detail::require_fraction(k.hbm_efficiency, where, "hbm_efficiency");
     dcp::detail::require_finite_non_negative(k.nccl_base_latency, where, "nccl_base_latency");
-    dcp::detail::require_finite_non_negative(k.nccl_nvlink_step_latency, where, "nccl_nvlink_step_latency");
-    dcp::detail::require_finite_non_negative(k.nccl_network_step_latency, where, "nccl_network_step_latency");
-    dcp::detail::require_finite_positive(k.nvls_allreduce_bandwidth, where, "nvls_allreduce_bandwidth");
+    dcp::detail::require_finite_non_negative(k.nccl_nvlink_step_latency, where,
+                                             "nccl_nvlink_step_latency");
+    dcp::detail::require_finite_non_negative(k.nccl_network_step_latency, where,
+                                             "nccl_network_step_latency");
+    dcp::detail::require_finite_positive(k.nvls_allreduce_bandwidth, where,
+                                         "nvls_allreduce_bandwidth");
     if (k.nics_per_node < 0)
       throw invalid_spec(std::string(where) + "nics_per_node = " + std::to_string(k.nics_per_node) +
                          ", must be >= 0 (0 = one per GPU)");
-    dcp::detail::require_finite_non_negative(k.kernel_launch_seconds, where, "kernel_launch_seconds");
-    dcp::detail::require_finite_non_negative(k.forward_kernels_per_layer, where, "forward_kernels_per_layer");
+    dcp::detail::require_finite_non_negative(k.kernel_launch_seconds, where,
+                                             "kernel_launch_seconds");
+    dcp::detail::require_finite_non_negative(k.forward_kernels_per_layer, where,
+                                             "forward_kernels_per_layer");
     dcp::detail::require_finite_non_negative(k.loss_kernels, where, "loss_kernels");
     dcp::detail::require_finite_non_negative(k.framework_seconds, where, "framework_seconds");
-    dcp::detail::require_finite_non_negative(k.ring_forward_kernels_per_step, where, "ring_forward_kernels_per_step");
-    dcp::detail::require_finite_non_negative(k.ring_backward_kernels_per_step, where, "ring_backward_kernels_per_step");
-    dcp::detail::require_finite_non_negative(k.host_seconds_per_kernel, where, "host_seconds_per_kernel");
+    dcp::detail::require_finite_non_negative(k.ring_forward_kernels_per_step, where,
+                                             "ring_forward_kernels_per_step");
+    dcp::detail::require_finite_non_negative(k.ring_backward_kernels_per_step, where,
+                                             "ring_backward_kernels_per_step");
+    dcp::detail::require_finite_non_negative(k.host_seconds_per_kernel, where,
+                                             "host_seconds_per_kernel");
     dcp::detail::require_finite_non_negative(k.fragmentation, where, "fragmentation");
     dcp::detail::require_finite_non_negative(k.cuda_context_bytes, where, "cuda_context_bytes");
     dcp::detail::require_finite_non_negative(k.nccl_buffer_bytes, where, "nccl_buffer_bytes");
-    dcp::detail::require_finite_non_negative(k.logits_bytes_per_entry, where, "logits_bytes_per_entry");
+    dcp::detail::require_finite_non_negative(k.logits_bytes_per_entry, where,
+                                             "logits_bytes_per_entry");
     if (k.loss_chunk_tokens < 1)
       throw invalid_spec(std::string(where) + "loss_chunk_tokens = " +
                          std::to_string(k.loss_chunk_tokens) + ", must be >= 1");
@@ -481,10 +500,14 @@ private:
     // The fit extrapolates to eta_max as s grows: it must be an efficiency, in (0, 1].
     const auto require_fit = [](const saturating_curve& curve, const char* table) {
       if (!(curve.max > 0 && curve.max <= 1) || !(curve.half >= 0) || !std::isfinite(curve.half))
-        throw invalid_spec(std::string("truth constants: ") + table + " fits eta_max s/(s + s_half) "
-                           "with eta_max = " + dcp::detail::number_text(curve.max) + " and s_half = " +
-                           dcp::detail::number_text(curve.half) + ", must be eta_max in (0, 1] and "
-                           "s_half finite and >= 0 (efficiency must rise with length, below the peak)");
+        throw invalid_spec(
+            std::string("truth constants: ") + table +
+            " fits eta_max s/(s + s_half) "
+            "with eta_max = " +
+            dcp::detail::number_text(curve.max) +
+            " and s_half = " + dcp::detail::number_text(curve.half) +
+            ", must be eta_max in (0, 1] and "
+            "s_half finite and >= 0 (efficiency must rise with length, below the peak)");
     };
     require_fit(forward_, "fa3_forward_tflops");
     require_fit(backward_, "fa3_backward_tflops");
@@ -500,18 +523,18 @@ private:
     elementwise_bytes_ = static_cast<double>(24 * h + 4 * model_.kv_hidden() +
                                              (model_.mlp == mlp_kind::swiglu ? 6 * f : 4 * f));
     // Loss: about four passes over BF16 logits and their FP32 upcast [D].
-    loss_bytes_ = model_.vocab > 0 ? 4.0 * constants_.logits_bytes_per_entry *
-                                         static_cast<double>(model_.vocab)
-                                   : 0.0;
+    loss_bytes_ = model_.vocab > 0
+                      ? 4.0 * constants_.logits_bytes_per_entry * static_cast<double>(model_.vocab)
+                      : 0.0;
     states_ = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
     activations_ = detail::activation_footprint(
         model_, {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
                  constants_.logits_bytes_per_entry});
   }
 
-  [[nodiscard]]
-  dcp::sim::micro_step_parts parts(const micro_batch_shape& s, const execution_config& c,
-                                   const group_layout& layout) const noexcept {
+  [[nodiscard]] dcp::sim::micro_step_parts parts(const micro_batch_shape& s,
+                                                 const execution_config& c,
+                                                 const group_layout& layout) const noexcept {
     dcp::sim::micro_step_parts out;
     const double peak = cluster_.gpu.peak_flops;
     const double d = static_cast<double>(c.degree);
@@ -545,20 +568,25 @@ private:
     const double text = static_cast<double>(model_.text_tokens);
     const double pairs = s.attention_pairs + tokens * text;
     const double row_passes = (model_.has_cross_attention() ? 2.0 : 1.0) * tokens * r;
-    const double forward_per_layer = 4.0 * h * (pairs + forward_.half * row_passes) / (forward_.max * peak);
-    const double backward_per_layer = 4.0 * h * (pairs + backward_.half * row_passes) / (backward_.max * peak);
+    const double forward_per_layer =
+        4.0 * h * (pairs + forward_.half * row_passes) / (forward_.max * peak);
+    const double backward_per_layer =
+        4.0 * h * (pairs + backward_.half * row_passes) / (backward_.max * peak);
     out.attention_seconds =
         ((layers + recomputed) * forward_per_layer + 2.5 * layers * backward_per_layer) / d;
 
     // Memory-bound kernels: forward once, backward about twice, recomputed blocks once more;
     // the loss; selective recomputation re-reads and re-writes what it dropped (§2.2, §5).
     const double hbm = constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth;
-    double memory_bytes = per_gpu * ((3.0 * layers + recomputed) * elementwise_bytes_ + loss_bytes_);
-    if (c.recompute.selective) memory_bytes += per_gpu * (layers - recomputed) * 2.0 * selective_saving_;
+    double memory_bytes =
+        per_gpu * ((3.0 * layers + recomputed) * elementwise_bytes_ + loss_bytes_);
+    if (c.recompute.selective)
+      memory_bytes += per_gpu * (layers - recomputed) * 2.0 * selective_saving_;
     out.memory_bound_seconds = memory_bytes / hbm;
 
     // Kernel launches and framework work.
-    double kernels = constants_.forward_kernels_per_layer * (3.0 * layers + recomputed) + constants_.loss_kernels;
+    double kernels = constants_.forward_kernels_per_layer * (3.0 * layers + recomputed) +
+                     constants_.loss_kernels;
 
     out.crosses_nodes = layout.crosses_nodes();
     out.nic_bandwidth = cluster_.nic_bandwidth;
@@ -578,8 +606,10 @@ private:
       const double intra = passes * per_pass * local / u;
       out.intra_node_bytes += intra;
       out.inter_node_bytes += passes * per_pass * remote / u;
-      if (whole) out.intra_node_seconds += intra / cluster_.nvlink_bandwidth;
-      else out.exposed_transfer_seconds += intra / cluster_.nvlink_bandwidth;
+      if (whole)
+        out.intra_node_seconds += intra / cluster_.nvlink_bandwidth;
+      else
+        out.exposed_transfer_seconds += intra / cluster_.nvlink_bandwidth;
       out.collectives += static_cast<std::int64_t>(4.0 * passes);
       // tuning.cc: an all-to-all of n ranks takes n steps; those to other nodes are network steps.
       out.latency_seconds += 4.0 * passes * collective_latency(u - remote, remote);
@@ -606,7 +636,8 @@ private:
       kernels += r * (constants_.ring_forward_kernels_per_step * (layers + recomputed) +
                       constants_.ring_backward_kernels_per_step * layers);
     }
-    out.overhead_seconds = kernels * constants_.kernel_launch_seconds + constants_.framework_seconds;
+    out.overhead_seconds =
+        kernels * constants_.kernel_launch_seconds + constants_.framework_seconds;
     out.host_seconds = kernels * constants_.host_seconds_per_kernel;
     return out;
   }
@@ -639,4 +670,4 @@ inline std::ostream& operator<<(std::ostream& os, const truth_model& t) {
             << t.attention_backward_curve().half << '}';
 }
 
-}  // namespace dcp::sim
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::sim

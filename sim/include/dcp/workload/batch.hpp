@@ -44,7 +44,7 @@ namespace detail {
 /// platform. Throws invalid_spec when target_tokens < 1.
 template <sample_distribution D>
 [[nodiscard]] std::vector<dcp::sample> draw_batch(const D& distribution, std::int64_t target_tokens,
-                                    std::uint64_t seed, std::uint64_t first_id = 0) {
+                                                  std::uint64_t seed, std::uint64_t first_id = 0) {
   if (target_tokens < 1) {
     throw invalid_spec("draw_batch: target_tokens = " + std::to_string(target_tokens) +
                        ", must be >= 1");
@@ -68,9 +68,9 @@ template <sample_distribution D>
 /// Draws exactly `count` samples from `distribution` with rng(seed); ids first_id, first_id + 1,
 /// ... The first k samples equal those of draw_batch with the same seed.
 template <sample_distribution D>
-[[nodiscard]]
-std::vector<dcp::sample> draw_samples(const D& distribution, std::int64_t count, std::uint64_t seed,
-                                      std::uint64_t first_id = 0) {
+[[nodiscard]] std::vector<dcp::sample> draw_samples(const D& distribution, std::int64_t count,
+                                                    std::uint64_t seed,
+                                                    std::uint64_t first_id = 0) {
   if (count < 0) {
     throw invalid_spec("draw_samples: count = " + std::to_string(count) + ", must be >= 0");
   }
@@ -118,7 +118,7 @@ struct split_result {
 /// Throws invalid_spec for context_tokens < 1 and invalid_sample for a sample with tokens < 1
 /// or an id that appears twice.
 [[nodiscard]] inline split_result split_to_context(std::span<const dcp::sample> samples,
-                                     std::int64_t context_tokens) {
+                                                   std::int64_t context_tokens) {
   if (context_tokens < 1) {
     throw invalid_spec("split_to_context: context_tokens = " + std::to_string(context_tokens) +
                        ", must be >= 1");
@@ -170,4 +170,4 @@ struct split_result {
   return result;
 }
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

@@ -127,4 +127,4 @@ template <std::size_t n>
   return q * horner(a, r) / horner(b, r);
 }
 
-}  // namespace dcp::workload::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload::detail

@@ -29,4 +29,4 @@ concept length_distribution = sample_distribution<D> && requires(const D& d, rng
   { d.draw_tokens(random) } -> std::same_as<std::int64_t>;
 };
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

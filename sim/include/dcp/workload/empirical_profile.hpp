@@ -38,7 +38,7 @@ inline std::ostream& operator<<(std::ostream& os, const quantile_point& q) {
 /// nearest integer. Points: first at probability 0, last at 1, probabilities strictly
 /// increasing, tokens >= 1 and non-decreasing.
 class empirical_profile {
-public:
+ public:
   explicit empirical_profile(std::vector<quantile_point> points) : points_(std::move(points)) {
     validate();
     log_tokens_.reserve(points_.size());
@@ -59,8 +59,9 @@ public:
 
   /// English Wikipedia document lengths (FlexSP evaluation data, 1M documents, mean 1,014,
   /// median 347, p99 ~10.9K, max 1.82M); table in wikipedia_profile.hpp.
-  [[nodiscard]]
-  static empirical_profile wikipedia() { return from_table(profiles::wikipedia_table); }
+  [[nodiscard]] static empirical_profile wikipedia() {
+    return from_table(profiles::wikipedia_table);
+  }
 
   [[nodiscard]] const std::vector<quantile_point>& points() const noexcept { return points_; }
 
@@ -107,7 +108,7 @@ public:
     return a.points_ == b.points_;
   }
 
-private:
+ private:
   /// Index i of the segment [p_i, p_{i+1}) holding `probability`; the last segment holds 1.
   [[nodiscard]] std::size_t segment_of(double probability) const noexcept {
     const auto after = std::upper_bound(
@@ -174,4 +175,4 @@ inline std::ostream& operator<<(std::ostream& os, const empirical_profile& profi
 /// The Wikipedia preset; see empirical_profile::wikipedia().
 [[nodiscard]] inline empirical_profile wikipedia() { return empirical_profile::wikipedia(); }
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

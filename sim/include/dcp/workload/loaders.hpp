@@ -76,8 +76,8 @@ namespace detail {
 /// whose message starts with where(), the "source:line: " prefix (plus a field name where there
 /// is one). where() runs only on failure: building it for every line would dominate the cost.
 template <class Where>
-[[nodiscard]]
-std::int64_t parse_positive(std::string_view text, const Where& where, std::string_view what) {
+[[nodiscard]] std::int64_t parse_positive(std::string_view text, const Where& where,
+                                          std::string_view what) {
   std::int64_t value = 0;
   const char* const first = text.data();
   const char* const last = text.data() + text.size();
@@ -145,7 +145,8 @@ inline constexpr std::size_t max_samples_per_file = std::size_t{1} << 26;  // 67
 
 inline void check_sample_count(std::size_t count, std::string_view source, std::int64_t line) {
   if (count >= max_samples_per_file)
-    throw invalid_sample(location(source, line) + "more than " + std::to_string(max_samples_per_file) +
+    throw invalid_sample(location(source, line) + "more than " +
+                         std::to_string(max_samples_per_file) +
                          " samples, the most dcp reads from one file");
 }
 
@@ -154,8 +155,8 @@ inline void check_sample_count(std::size_t count, std::string_view source, std::
 /// Text samples from one token count per line; blank lines and lines starting with '#'
 /// (after optional blanks) are skipped. Ids are 0..n-1 in file order, attention causal.
 /// Throws invalid_sample naming `source_name`, the 1-based line, the text and the limit.
-[[nodiscard]]
-inline std::vector<dcp::sample> read_lengths(std::istream& input, std::string_view source_name) {
+[[nodiscard]] inline std::vector<dcp::sample> read_lengths(std::istream& input,
+                                                           std::string_view source_name) {
   std::vector<dcp::sample> samples;
   detail::for_each_line(input, source_name, [&](std::int64_t line_number, std::string_view line) {
     const std::string_view text = detail::trim(line);
@@ -242,4 +243,4 @@ inline std::vector<dcp::sample> read_lengths(std::istream& input, std::string_vi
   return read_video_csv(file, path.string(), attention);
 }
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

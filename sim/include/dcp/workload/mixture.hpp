@@ -22,7 +22,7 @@ namespace dcp::inline DCP_ABI_NAMESPACE::workload {
 template <length_distribution... Components>
   requires(sizeof...(Components) >= 1)
 class mixture {
-public:
+ public:
   static constexpr std::size_t size = sizeof...(Components);
 
   /// `weights[i]` is the relative weight of `components[i]`: finite, >= 0, not all zero.
@@ -44,8 +44,9 @@ public:
   [[nodiscard]] const std::tuple<Components...>& components() const noexcept { return components_; }
   [[nodiscard]] const std::array<double, size>& weights() const noexcept { return weights_; }
   /// Probability that a draw comes from component `index`.
-  [[nodiscard]]
-  double share(std::size_t index) const noexcept { return weights_.at(index) / total_; }
+  [[nodiscard]] double share(std::size_t index) const noexcept {
+    return weights_.at(index) / total_;
+  }
 
   /// The component a draw uses: the first i with u * sum < cumulative weight up to i.
   [[nodiscard]] std::size_t draw_component(rng& random) const noexcept {
@@ -77,10 +78,10 @@ public:
 
   friend bool operator==(const mixture&, const mixture&) = default;
 
-private:
+ private:
   template <std::size_t... I>
-  [[nodiscard]]
-  std::int64_t draw_from(std::size_t index, rng& random, std::index_sequence<I...>) const {
+  [[nodiscard]] std::int64_t draw_from(std::size_t index, rng& random,
+                                       std::index_sequence<I...>) const {
     std::int64_t tokens = 0;
     const bool found =
         ((I == index ? (tokens = std::get<I>(components_).draw_tokens(random), true) : false) ||
@@ -110,4 +111,4 @@ std::ostream& operator<<(std::ostream& os, const mixture<Components...>& m) {
   return os << '}';
 }
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

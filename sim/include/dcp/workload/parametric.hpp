@@ -69,7 +69,7 @@ inline void check_bounds(std::string_view sampler, std::int64_t min_tokens,
 /// Megatron's MockVarlenLowLevelDataset). Bounded to [min_tokens, max_tokens] by `bounds`; the
 /// bounded mean is therefore not mean_tokens.
 class lognormal_lengths {
-public:
+ public:
   struct params {
     double mean_tokens = 1024;
     double log_sigma = 1.0;
@@ -128,7 +128,7 @@ public:
     return a.params_ == b.params_;
   }
 
-private:
+ private:
   params params_;
   double log_mean_ = 0;
 };
@@ -145,7 +145,7 @@ inline std::ostream& operator<<(std::ostream& os, const lognormal_lengths& d) {
 /// lies in [min_tokens, max_tokens]. alpha near 0 is log-uniform; alpha below 2 is the
 /// infinite-variance tail that web and code corpora show (Hill alpha 1.5-1.9).
 class pareto_lengths {
-public:
+ public:
   struct params {
     double alpha = 1.0;
     std::int64_t min_tokens = 1;
@@ -188,7 +188,7 @@ public:
     return a.params_ == b.params_;
   }
 
-private:
+ private:
   params params_;
   double mass_ = 1;
   double inverse_alpha_ = -1;
@@ -203,4 +203,4 @@ inline std::ostream& operator<<(std::ostream& os, const pareto_lengths& d) {
 static_assert(length_distribution<lognormal_lengths>);
 static_assert(length_distribution<pareto_lengths>);
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

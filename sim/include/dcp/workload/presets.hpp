@@ -31,7 +31,7 @@ using long_sft_distribution = mixture<lognormal_lengths, lognormal_lengths>;
 [[nodiscard]] inline long_sft_distribution llama3_long_sft() {
   constexpr std::int64_t context = 131072;  // Llama 3.1 context window, 128K tokens
   return long_sft_distribution(
-      {0.9989, 0.0011},  // sample shares, Skrull quoting Llama 3
+      {0.9989, 0.0011},                        // sample shares, Skrull quoting Llama 3
       lognormal_lengths({.mean_tokens = 1000,  // "mean ~1K", Skrull
                          .log_sigma = 1.0,     // our choice: median ~607, p99 ~6.2K
                          .max_tokens = context}),
@@ -61,4 +61,4 @@ using long_context_distribution = mixture<lognormal_lengths, pareto_lengths, par
       pareto_lengths({.alpha = 0.83, .min_tokens = 131072, .max_tokens = 4'500'000}));
 }
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

@@ -41,4 +41,4 @@ struct profile_table {
   }
 };
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

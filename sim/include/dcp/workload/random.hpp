@@ -23,8 +23,9 @@ namespace detail {
   return z ^ (z >> 31);
 }
 
-[[nodiscard]]
-constexpr std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
+[[nodiscard]] constexpr std::uint64_t rotl(std::uint64_t x, int k) noexcept {
+  return (x << k) | (x >> (64 - k));
+}
 
 }  // namespace detail
 
@@ -32,7 +33,7 @@ constexpr std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) 
 /// filled from the seed by splitmix64 as the authors recommend. Satisfies
 /// std::uniform_random_bit_generator, but draw variates with the members below, not <random>.
 class rng {
-public:
+ public:
   using result_type = std::uint64_t;
 
   explicit constexpr rng(std::uint64_t seed) noexcept {
@@ -41,8 +42,9 @@ public:
   }
 
   [[nodiscard]] static constexpr result_type min() noexcept { return 0; }
-  [[nodiscard]]
-  static constexpr result_type max() noexcept { return std::numeric_limits<result_type>::max(); }
+  [[nodiscard]] static constexpr result_type max() noexcept {
+    return std::numeric_limits<result_type>::max();
+  }
 
   /// Next 64 random bits (xoshiro256** next()).
   [[nodiscard]] constexpr result_type operator()() noexcept {
@@ -58,8 +60,9 @@ public:
   }
 
   /// Uniform on [0, 1): the top 53 bits times 2^-53, so every value is exact (Vigna's recipe).
-  [[nodiscard]]
-  constexpr double uniform() noexcept { return static_cast<double>((*this)() >> 11) * 0x1.0p-53; }
+  [[nodiscard]] constexpr double uniform() noexcept {
+    return static_cast<double>((*this)() >> 11) * 0x1.0p-53;
+  }
 
   /// Uniform on (0, 1): the top 52 bits plus one half, times 2^-52; never 0 or 1, so it can be
   /// fed to a logarithm or a quantile function.
@@ -69,7 +72,7 @@ public:
 
   friend constexpr bool operator==(const rng&, const rng&) = default;
 
-private:
+ private:
   std::uint64_t state_[4] = {};
 };
 
@@ -81,4 +84,4 @@ static_assert(std::uniform_random_bit_generator<rng>);
   return detail::normal_quantile(random.uniform_open());
 }
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

@@ -44,9 +44,9 @@ inline std::ostream& operator<<(std::ostream& os, const video_resolution& r) {
 ///           patch pads up to even (STDiT3 get_dynamic_size): ceil(floor(pixels / 8) / 2).
 ///           144p 9x16, 240p 15x27, 360p 23x40, 480p 30x53, 720p 45x80 patches per frame.
 /// Throws invalid_spec for frames < 1 or a side below 8 pixels.
-[[nodiscard]]
-inline dcp::video_shape opensora_latent_shape(std::int64_t frames, std::int64_t height_pixels,
-                                              std::int64_t width_pixels) {
+[[nodiscard]] inline dcp::video_shape opensora_latent_shape(std::int64_t frames,
+                                                            std::int64_t height_pixels,
+                                                            std::int64_t width_pixels) {
   if (frames < 1) {
     throw invalid_spec("opensora_latent_shape: frames = " + std::to_string(frames) +
                        ", must be >= 1");
@@ -90,7 +90,7 @@ inline std::ostream& operator<<(std::ostream& os, const video_bucket& b) {
 /// order. A draw is an image with probability image_share. Samples are dcp::video_sample with
 /// the latent grid of opensora_latent_shape.
 class opensora_video_mix {
-public:
+ public:
   struct params {
     /// VideoSys benchmark resolutions at aspect ratio 0.56 (9:16), from its common_ar override.
     std::vector<video_resolution> resolutions = {{"144p", 144, 256},
@@ -118,8 +118,9 @@ public:
   }
 
   /// The VideoSys DCP benchmark mix (the defaults of params).
-  [[nodiscard]]
-  static opensora_video_mix videosys_benchmark() { return opensora_video_mix(params{}); }
+  [[nodiscard]] static opensora_video_mix videosys_benchmark() {
+    return opensora_video_mix(params{});
+  }
 
   [[nodiscard]] const params& parameters() const noexcept { return params_; }
 
@@ -156,7 +157,7 @@ public:
     return a.params_ == b.params_;
   }
 
-private:
+ private:
   void validate() const {
     const auto fail = [](const std::string& what) {
       throw invalid_spec("opensora_video_mix: " + what);
@@ -268,4 +269,4 @@ inline std::ostream& operator<<(std::ostream& os, const opensora_video_mix& mix)
             << ", mean_tokens=" << mix.mean_tokens() << '}';
 }
 
-}  // namespace dcp::workload
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::workload

@@ -26,16 +26,16 @@ using dcp::degree_option;
 /// memory-aware planner avoids) — every layer recomputed, whatever the bytes. Such a micro-step
 /// may exceed the budget: that is the peer's behaviour, counted by the simulator as an OOM.
 template <class Context>
-[[nodiscard]]
-degree_option run_with_strategy(const Context& ctx, const micro_batch_shape& shape, std::size_t k) {
+[[nodiscard]] degree_option run_with_strategy(const Context& ctx, const micro_batch_shape& shape,
+                                              std::size_t k) {
   auto chosen = ctx.evaluate(shape, k);
   if (chosen.feasible) return chosen;
   return ctx.run(shape, k, recompute_setting::full(ctx.cost().model().layers));
 }
 
 template <class Context>
-[[nodiscard]]
-micro_batch_shape shape_of(const Context& ctx, const std::vector<std::size_t>& items) {
+[[nodiscard]] micro_batch_shape shape_of(const Context& ctx,
+                                         const std::vector<std::size_t>& items) {
   micro_batch_shape shape;
   for (auto i : items) shape += ctx.shape(i);
   return shape;
@@ -44,8 +44,8 @@ micro_batch_shape shape_of(const Context& ctx, const std::vector<std::size_t>& i
 /// The items of one micro-batch split by bucket label (only equal labels share a micro-batch),
 /// labels in order of first appearance, items in their given order.
 template <class Context>
-[[nodiscard]] std::vector<std::vector<std::size_t>> split_by_bucket(const Context& ctx,
-                                                      const std::vector<std::size_t>& items) {
+[[nodiscard]] std::vector<std::vector<std::size_t>> split_by_bucket(
+    const Context& ctx, const std::vector<std::size_t>& items) {
   std::vector<std::int32_t> labels;
   std::vector<std::vector<std::size_t>> parts;
   for (auto i : items) {
@@ -89,8 +89,8 @@ template <class Context>
 /// the memory budget by binary search on the cost model. 0 when not even one token fits.
 /// With `setting`, the most tokens one GPU holds with that recompute setting instead.
 template <class Context>
-[[nodiscard]] std::int64_t per_gpu_token_capacity(const Context& ctx,
-                                                  std::optional<recompute_setting> setting = std::nullopt) {
+[[nodiscard]] std::int64_t per_gpu_token_capacity(
+    const Context& ctx, std::optional<recompute_setting> setting = std::nullopt) {
   if (!setting) {
     const auto lightest = ctx.evaluate(micro_batch_shape{}, 0);
     if (!lightest.feasible) return 0;
@@ -110,11 +110,12 @@ inline void check_cap_candidates(std::string_view policy, std::int32_t count) {
                        ", must be in [1, 64]");
 }
 
-/// Token caps a tuned deployment would try (count checked by check_cap_candidates): capacity, capacity / 2, ..., capacity / 2^(count-1),
-/// distinct and at least 1 (the peers' caps are hand-tuned knobs; the default policies pick the
-/// fastest of these by the cost model, as best_static_placement picks the static degree).
-[[nodiscard]]
-inline std::vector<std::int64_t> cap_candidates(std::int64_t capacity, std::int32_t count) {
+/// Token caps a tuned deployment would try (count checked by check_cap_candidates): capacity,
+/// capacity / 2, ..., capacity / 2^(count-1), distinct and at least 1 (the peers' caps are
+/// hand-tuned knobs; the default policies pick the fastest of these by the cost model, as
+/// best_static_placement picks the static degree).
+[[nodiscard]] inline std::vector<std::int64_t> cap_candidates(std::int64_t capacity,
+                                                              std::int32_t count) {
   std::vector<std::int64_t> caps;
   for (std::int32_t j = 0; j < count; ++j) {
     const auto cap = std::max<std::int64_t>(capacity >> j, 1);
@@ -126,30 +127,35 @@ inline std::vector<std::int64_t> cap_candidates(std::int64_t capacity, std::int3
 /// Free time of every rank. A micro-step of a group starts when all its members are free
 /// (collectives synchronise them), so appending through the clock never overlaps a rank.
 class rank_clock {
-public:
+ public:
   explicit rank_clock(std::int64_t gpus) : free_(static_cast<std::size_t>(gpus), 0.0) {}
 
   [[nodiscard]] double ready(std::int64_t first_rank, std::int64_t degree) const {
     double t = 0;
-    for (auto r = first_rank; r < first_rank + degree; ++r) t = std::max(t, free_[static_cast<std::size_t>(r)]);
+    for (auto r = first_rank; r < first_rank + degree; ++r)
+      t = std::max(t, free_[static_cast<std::size_t>(r)]);
     return t;
   }
   void occupy(std::int64_t first_rank, std::int64_t degree, double until) {
-    for (auto r = first_rank; r < first_rank + degree; ++r) free_[static_cast<std::size_t>(r)] = until;
+    for (auto r = first_rank; r < first_rank + degree; ++r)
+      free_[static_cast<std::size_t>(r)] = until;
   }
   /// Every rank waits for the slowest (a barrier over the world).
   void barrier() {
     const double t = makespan();
     std::fill(free_.begin(), free_.end(), t);
   }
-  [[nodiscard]]
-  double free_at(std::int64_t rank) const { return free_[static_cast<std::size_t>(rank)]; }
-  [[nodiscard]]
-  double makespan() const { return free_.empty() ? 0.0 : *std::max_element(free_.begin(), free_.end()); }
-  [[nodiscard]]
-  std::int64_t gpus() const noexcept { return static_cast<std::int64_t>(free_.size()); }
+  [[nodiscard]] double free_at(std::int64_t rank) const {
+    return free_[static_cast<std::size_t>(rank)];
+  }
+  [[nodiscard]] double makespan() const {
+    return free_.empty() ? 0.0 : *std::max_element(free_.begin(), free_.end());
+  }
+  [[nodiscard]] std::int64_t gpus() const noexcept {
+    return static_cast<std::int64_t>(free_.size());
+  }
 
-private:
+ private:
   std::vector<double> free_;
 };
 
@@ -190,8 +196,8 @@ double append_micro_batch(placement& out, rank_clock& clock, const Context& ctx,
 /// starts at a multiple of its size (the buddy argument), which is how VideoSys maps its SP
 /// groups and how the other peers' group sets become aligned blocks. Returns first ranks in the
 /// given order; `sizes` must be sorted descending.
-[[nodiscard]]
-inline std::vector<std::int64_t> contiguous_layout(const std::vector<std::int64_t>& sizes) {
+[[nodiscard]] inline std::vector<std::int64_t> contiguous_layout(
+    const std::vector<std::int64_t>& sizes) {
   std::vector<std::int64_t> first;
   std::int64_t next = 0;
   for (auto s : sizes) {
@@ -204,7 +210,7 @@ inline std::vector<std::int64_t> contiguous_layout(const std::vector<std::int64_
 /// splitmix64 (Steele, Lea and Flood 2014): the seeded generator the peers' random choices use
 /// (VideoSys and its baseline draw from torch's generator; any good seeded stream serves).
 class splitmix64 {
-public:
+ public:
   explicit splitmix64(std::uint64_t seed) noexcept : state_(seed) {}
   [[nodiscard]] std::uint64_t next() noexcept {
     std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
@@ -223,11 +229,11 @@ public:
     }
   }
 
-private:
+ private:
   std::uint64_t state_;
 };
 
-}  // namespace dcp::baselines::detail
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines::detail
 
 namespace dcp::inline DCP_ABI_NAMESPACE::baselines {
 
@@ -242,4 +248,4 @@ struct profiled_bucket {
   friend bool operator==(const profiled_bucket&, const profiled_bucket&) = default;
 };
 
-}  // namespace dcp::baselines
+}  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines
