@@ -85,11 +85,14 @@ if [ $build = 1 ]; then
   command -v ninja >/dev/null && options+=(-G Ninja)
   [ -f "$build_dir/CMakeCache.txt" ] && ! grep -q "CMAKE_GENERATOR:INTERNAL=Ninja" "$build_dir/CMakeCache.txt" &&
     command -v ninja >/dev/null && rm -rf "$build_dir"
-  build_limit=$((budget - 60))
+  # Configure and build together end by then, so that waiting for them keeps the run in budget.
+  build_limit=$((budget - 45))
   (
     began=$SECONDS
-    if timeout "$build_limit" cmake -S . -B "$build_dir" "${options[@]}" >"$out/build.log" 2>&1 &&
-       timeout "$build_limit" cmake --build "$build_dir" --target dcp_python -j"$(nproc)" >>"$out/build.log" 2>&1; then
+    left() { echo $((build_limit - (SECONDS - began))); }
+    if timeout -k 5 "$(left)" cmake -S . -B "$build_dir" "${options[@]}" >"$out/build.log" 2>&1 &&
+       [ "$(left)" -gt 0 ] &&
+       timeout -k 5 "$(left)" cmake --build "$build_dir" --target dcp_python -j"$(nproc)" >>"$out/build.log" 2>&1; then
       echo "built in $((SECONDS - began)) s" >"$out/build.status"
     else
       echo "failed or timed out after $((SECONDS - began)) s (see build.log)" >"$out/build.status"

@@ -105,6 +105,13 @@ def calibration_rows(dcp, cost, observations) -> List[CalibrationRow]:
     return rows
 
 
+def no_prediction(summary_path: str, reason: str) -> int:
+    with open(summary_path, "w") as f:
+        json.dump({"status": f"no prediction: {reason}"}, f, indent=2)
+    print(f"predict.py: no prediction: {reason}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="the measurement's output folder")
@@ -113,12 +120,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary_path = os.path.join(args.out, "prediction.json")
     measured = [row for row in read_csv(os.path.join(args.out, "d_stack.csv")) if row["status"] == OK]
     try:
-        dcp = import_dcp(args.dcp_python)
+        dcp = import_dcp(args.dcp_python) if measured else None
     except ImportError as error:
-        with open(summary_path, "w") as f:
-            json.dump({"status": f"no prediction: the dcp bindings do not import ({error})"}, f, indent=2)
-        print(f"predict.py: no prediction: {error}")
-        return 0
+        return no_prediction(summary_path, f"the dcp bindings do not import ({error})")
+    if dcp is None:
+        return no_prediction(summary_path, "section d measured no micro-step")
     with open(os.path.join(args.out, "results.json")) as f:
         shapes = SMOKE if json.load(f)["mode"] == SMOKE.name else H200
     cost = cost_model(dcp, shapes, shapes.stack_layers)

@@ -131,7 +131,27 @@ def section_a(out: str) -> str:
                 ("case", field("case")), ("mode", field("mode")), ("tokens", field("tokens", count)),
                 ("kernels", field("kernels")), ("ATen ops", field("aten_ops")),
                 ("host", field("host_s", seconds)), ("device", field("device_s", seconds)),
-                ("host per kernel", field("host_per_kernel_s", seconds)), ("status", status)]))
+                ("host per kernel", field("host_per_kernel_s", seconds)), ("status", status)]) +
+            dcp_launch_constants(out))
+
+
+def dcp_launch_constants(out: str) -> str:
+    """dcp's constants for the same quantities, where predict.py read them from the bindings."""
+    constants = read_prediction(out).get("constants", {})
+    names = ("host_seconds_per_kernel", "kernel_launch_seconds", "kernels_per_layer")
+    if not all(name in constants for name in names):
+        return ""
+    return ("\ndcp's analytic constants for comparison: " +
+            ", ".join(f"`{name}` = {constants[name]:g}" for name in names) +
+            " (kernels_per_layer: a block's forward and backward kernels).\n")
+
+
+def read_prediction(out: str) -> dict:
+    path = os.path.join(out, "prediction.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
 
 
 def section_b(out: str) -> str:
@@ -173,11 +193,9 @@ def section_d(out: str) -> str:
 
 
 def predictions(out: str) -> str:
-    path = os.path.join(out, "prediction.json")
-    if not os.path.exists(path):
+    summary = read_prediction(out)
+    if not summary:
         return "dcp's predictions: not made in this run (predict.py did not run).\n"
-    with open(path) as f:
-        summary = json.load(f)
     if summary.get("status") != "ok":
         return f"dcp's predictions: {summary.get('status')}. The measured values stand alone.\n"
     constants = ", ".join(f"`{k}` = {v:g}" for k, v in summary.get("constants", {}).items())
