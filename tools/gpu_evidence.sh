@@ -17,7 +17,7 @@ usage() {
 usage: bash tools/gpu_evidence.sh [--cpu-smoke] [--budget SECONDS] [--sections LETTERS]
                                   [--no-build] [--dcp-python DIR]
   --cpu-smoke        tiny shapes on the CPU (torch without CUDA will do); does not build
-  --budget SECONDS   wall time for the whole run, 30 to 3600 (default 330; 60 with --cpu-smoke)
+  --budget SECONDS   wall time for the whole run, 60 to 3600 (default 330; 60 with --cpu-smoke)
   --sections LETTERS which of a,b,c,d,e,f to run (default all), e.g. a,c,f
   --no-build         do not build dcp's bindings (predictions only if `import dcp` works)
   --dcp-python DIR   use the dcp package built in DIR (e.g. build/python) instead of building
@@ -33,10 +33,10 @@ smoke=0 budget="" sections=abcdef build=1 dcp_python=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu-smoke) smoke=1 ;;
-    --budget) [ $# -ge 2 ] || fail "--budget needs a value: whole seconds from 30 to 3600"
+    --budget) [ $# -ge 2 ] || fail "--budget needs a value: whole seconds from 60 to 3600"
       budget=$2; shift
-      [[ "$budget" =~ ^[0-9]+$ ]] && [ "$budget" -ge 30 ] && [ "$budget" -le 3600 ] ||
-        fail "--budget '$budget': not allowed; give whole seconds from 30 to 3600" ;;
+      [[ "$budget" =~ ^[0-9]+$ ]] && [ "$budget" -ge 60 ] && [ "$budget" -le 3600 ] ||
+        fail "--budget '$budget': not allowed; give whole seconds from 60 to 3600" ;;
     --sections) [ $# -ge 2 ] || fail "--sections needs a value: letters of abcdef, e.g. a,c,f"
       sections=$2; shift
       [[ "$sections" =~ ^[a-f](,?[a-f])*$ ]] ||
@@ -61,6 +61,7 @@ else
   default_python=python3
 fi
 python=${PYTHON:-$default_python}
+command -v "$python" >/dev/null || fail "PYTHON '$python': not found; give an interpreter that can import torch"
 [ -n "$dcp_python" ] && build=0
 out=${OUT:-$PWD/build-gpu-evidence-out}
 mkdir -p "$out"

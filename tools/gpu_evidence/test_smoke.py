@@ -116,7 +116,7 @@ class BadArguments(unittest.TestCase):
         return result.stderr
 
     def test_each_bad_argument_is_named_with_what_is_allowed(self) -> None:
-        self.assertIn("--budget 'soon': not allowed; give whole seconds from 30 to 3600",
+        self.assertIn("--budget 'soon': not allowed; give whole seconds from 60 to 3600",
                       self.refused("--cpu-smoke", "--budget", "soon"))
         self.assertIn("--budget '5': not allowed", self.refused("--budget", "5"))
         self.assertIn("--sections 'a,x': not allowed; give letters of abcdef", self.refused("--sections", "a,x"))
