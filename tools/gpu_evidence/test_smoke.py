@@ -108,6 +108,22 @@ class CpuSmokeRun(unittest.TestCase):
         self.assertIn("--cpu-smoke run", result.stderr)
 
 
+class WikipediaLengths(unittest.TestCase):
+    def test_draws_match_the_embedded_profile(self) -> None:
+        import random
+        import lengths
+        points = lengths.wikipedia_points()
+        self.assertEqual((points[0][0], points[-1][0]), (0.0, 1.0))
+        rng = random.Random(1)
+        draws = sorted(lengths.draw_length(rng) for _ in range(100_000))
+        # The header's summary: mean 1013.6 (1012.8 interpolated), median 347.
+        self.assertAlmostEqual(sum(draws) / len(draws) / 1012.8, 1.0, delta=0.1)
+        self.assertAlmostEqual(draws[len(draws) // 2] / 347, 1.0, delta=0.05)
+        batch = lengths.packed_micro_batch(65536, seed=3)
+        self.assertEqual(sum(batch), 65536)
+        self.assertGreater(len(batch), 10)
+
+
 class BadArguments(unittest.TestCase):
     def refused(self, *args: str) -> str:
         with tempfile.TemporaryDirectory() as out:
