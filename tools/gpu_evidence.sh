@@ -75,6 +75,7 @@ step() { echo "::: $* ($((SECONDS - start)) s)"; }
 # with a time limit that leaves the measurements their budget. build.status says how it ended.
 build_dir=build-gpu-evidence
 build_pid=""
+[ $build = 0 ] && echo "not built in this run${dcp_python:+; predictions from the dcp package in $dcp_python}" >"$out/build.status"
 if [ $build = 1 ]; then
   step "building dcp's Python bindings in $build_dir (log: $out/build.log)"
   options=(-DCMAKE_BUILD_TYPE=Release -DDCP_BUILD_TESTS=OFF -DDCP_BUILD_TOOLS=OFF -DDCP_BUILD_EXAMPLES=OFF
