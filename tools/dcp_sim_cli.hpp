@@ -1,6 +1,7 @@
 #pragma once
 // dcp-sim's command line: options, parser and usage text (testable apart from the program).
 
+#include <cctype>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -8,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dcp/cost/host_cost.hpp"
 #include "dcp/spec/hardware.hpp"
 #include "dcp/spec/training.hpp"
 
@@ -44,7 +46,7 @@ struct sim_options_cli {
   std::optional<std::string> out{};
   std::optional<std::string> plan{};
   /// Host seconds per kernel for the truth model and the planner's analytic model; unset: their
-  /// defaults (the fit of docs/fidelity.md, "The host cost").
+  /// defaults (the x86 host, dcp/cost/host_cost.hpp).
   std::optional<double> host_cost{};
   bool fidelity = false;  ///< re-enact the published protocols (docs/fidelity.md)
   bool matrix = false;    ///< every policy on the scenario matrix (tools/dcp_sim_matrix.hpp)
@@ -80,9 +82,11 @@ Options (defaults in brackets):
                       flexsp,verl,wlb-llm,dcp-calibrated,megatron-static,
                       megatron-static-sel,ulysses-static,megatron-dcp-tuned,
                       verl-hybrid,paper-baseline-lpt,wlb-llm-delay  [all]
-  --host-cost S       the framework's host (CPU) seconds to issue one kernel, for the
-                      simulated hardware and the planner's model alike; 0 = launches never
-                      limit (CUDA graphs)  [91.1e-6, fitted: docs/fidelity.md "The host cost"]
+  --host-cost S|HOST  the framework's host (CPU) seconds to issue one kernel, for the
+                      simulated hardware and the planner's model alike, or a named host:
+                      x86 (13.5e-6, a torch Linear on an x86 H100 DGX), grace (91.1e-6, fitted
+                      to Megatron's 4-GPU benchmark: docs/fidelity.md "The host cost"),
+                      graphs (0: CUDA graphs, launches never limit)  [x86]
   --json              print JSON instead of tables
   --out DIR           write SVG figures (a timeline per policy, throughput, utilisation) into DIR
   --plan FILE         evaluate a plan made elsewhere (dcp.step_plan/1 JSON, docs/plan-format.md)
@@ -179,11 +183,20 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     else if (flag == "--seed")
       o.seed = detail::parse_integer<std::uint64_t>(flag, next(), 0);
     else if (flag == "--host-cost") {
-      const auto text = next();
-      o.host_cost = detail::parse_non_negative(flag, text);
-      if (*o.host_cost > 0.01)
-        throw usage_error("--host-cost = " + std::string(text) +
-                          " seconds per kernel, must be at most 0.01");
+      const std::string_view text = next();
+      if (const auto preset = host_cost_preset_named(text)) {
+        o.host_cost = preset->seconds_per_kernel;
+      } else {
+        const bool numeric = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) ||
+                                               text[0] == '.' || text[0] == '-' || text[0] == '+');
+        if (!numeric)
+          throw usage_error("--host-cost = '" + std::string(text) +
+                            "', must be seconds per kernel or a named host: x86, grace, graphs");
+        o.host_cost = detail::parse_non_negative(flag, text);
+        if (*o.host_cost > 0.01)
+          throw usage_error("--host-cost = " + std::string(text) +
+                            " seconds per kernel, must be at most 0.01");
+      }
     } else if (flag == "--policies") {
       std::string_view list = next();
       if (list.empty())

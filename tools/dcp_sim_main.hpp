@@ -410,6 +410,10 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc,
   if (!r.your_static.empty()) os << " (" << printable(r.your_static) << ")";
   os << "\ngap: the noise-free simulated makespan over the truth bound, minus 1; noise: what the "
         "simulated noise adds to it\n";
+  if (const auto* ours = evaluation::detail::find(r.policies, "dcp"))
+    os << "planner's prediction error on the truth model (dcp): " << std::fixed
+       << std::setprecision(1) << 100.0 * ours->prediction_error
+       << " % (mean |predicted / noise-free simulated makespan - 1|)\n";
   for (const auto& p : r.policies)
     if (!p.note.empty()) os << "  " << printable(p.name) << ": " << printable(p.note) << "\n";
   for (const auto& p : r.policies)
@@ -564,7 +568,7 @@ inline int sim_main(std::span<const std::string_view> args, std::ostream& out, s
       evaluation::fidelity_options options{.steps = o.steps_given ? o.steps : 0, .seed = o.seed};
       if (o.host_cost)
         options.truth.host_seconds_per_kernel = options.planner.host_seconds_per_kernel =
-            *o.host_cost;
+            options.megatron_host_seconds_per_kernel = *o.host_cost;
       const auto report = evaluation::run_fidelity(options);
       if (o.json)
         write_fidelity_json(out, report);

@@ -13,6 +13,7 @@
 #include "dcp/config.hpp"
 #include "dcp/cost/analytic.hpp"
 #include "dcp/cost/calibrated.hpp"
+#include "dcp/cost/host_cost.hpp"
 #include "dcp/error.hpp"
 #include "dcp/placement/balanced.hpp"
 #include "dcp/placement/first_fit_packer.hpp"

@@ -20,12 +20,12 @@ using namespace dcp;
 namespace {
 
 /// STDiT3-XL / OpenSora on `nodes` nodes of 8 `gpu` with style `sp`, 125,000 tokens per GPU
-/// per step, as the scenario matrix runs it.
+/// per step, as the scenario matrix runs it, on the Grace host these plans were studied on.
 evaluation::scenario opensora(std::string_view gpu, std::string_view nodes, std::string_view sp) {
   const std::string tokens = std::to_string(std::stoll(std::string(nodes)) * 8 * 125'000);
-  const std::vector<std::string_view> args{"--model", "stdit3-xl", "--workload", "opensora",
-                                           "--gpu",   gpu,         "--nodes",    nodes,
-                                           "--sp",    sp,          "--tokens",   tokens};
+  const std::vector<std::string_view> args{
+      "--model", "stdit3-xl", "--workload", "opensora", "--gpu", gpu,           "--nodes",
+      nodes,     "--sp",      sp,           "--tokens", tokens,  "--host-cost", "grace"};
   return tool::sim_detail::make_scenarios(tool::parse_sim_arguments(args)).front();
 }
 

@@ -224,7 +224,10 @@ TEST_CASE("Planner.LongContext.crosses_nodes_together_only_when_that_is_faster")
   // because it is faster than the best plan whose crossing groups are each needed alone.
   training_spec training;
   training.sp = sequence_parallel::ring;
-  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(128, gpus::h200_sxm()), training);
+  analytic_constants grace;  // the host cost the scenario was found under
+  grace.host_seconds_per_kernel = grace_host.seconds_per_kernel;
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(128, gpus::h200_sxm()), training,
+                                 grace);
   const DataCentricScheduler<> ours(cost);
   balanced_placement strict_options;
   strict_options.cross_nodes_when_faster = false;

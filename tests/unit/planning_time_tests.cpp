@@ -271,7 +271,10 @@ TEST_CASE("Placement.PackedEstimate.counts_a_sample_by_its_device_time_not_the_h
   // The host's issue time decides a short sample alone, but a micro-batch filled to the budget
   // hides it: the estimate that balances samples over groups is the device's increment plus a
   // share of the device's fixed cost, so short samples weigh by their tokens, not all alike.
-  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()));
+  // On a Grace host, where the host decides a short sample alone.
+  analytic_constants grace;
+  grace.host_seconds_per_kernel = grace_host.seconds_per_kernel;
+  const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()), {}, grace);
   const std::vector<sample> batch = canonical_order(std::vector<sample>{
       text_sample(0, 200), text_sample(1, 400), text_sample(2, 800), text_sample(3, 60000)});
   const auto labels = varlen_buckets{}.assign(batch);

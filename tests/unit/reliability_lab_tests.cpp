@@ -62,6 +62,14 @@ std::vector<truth_field> non_negative_truth_fields() {
       {"nccl_buffer_bytes", [](sim::truth_constants& k, double v) { k.nccl_buffer_bytes = v; }},
       {"logits_bytes_per_entry",
        [](sim::truth_constants& k, double v) { k.logits_bytes_per_entry = v; }},
+      {"gradient_accumulation_bytes_per_weight",
+       [](sim::truth_constants& k, double v) { k.gradient_accumulation_bytes_per_weight = v; }},
+      {"all_to_all_nvlink_latency",
+       [](sim::truth_constants& k, double v) { k.all_to_all_nvlink_latency = v; }},
+      {"ulysses_permute_fraction",
+       [](sim::truth_constants& k, double v) { k.ulysses_permute_fraction = v; }},
+      {"host_seconds_per_kernel",
+       [](sim::truth_constants& k, double v) { k.host_seconds_per_kernel = v; }},
   };
 }
 
@@ -76,6 +84,10 @@ std::vector<truth_field> positive_truth_fields() {
        [](sim::truth_constants& k, double v) { k.fa3_forward_tflops[0] = v; }},
       {"fa3_backward_tflops[5]",
        [](sim::truth_constants& k, double v) { k.fa3_backward_tflops[5] = v; }},
+      {"fa3_causal_forward_tflops[2]",
+       [](sim::truth_constants& k, double v) { k.fa3_causal_forward_tflops[2] = v; }},
+      {"fa3_causal_backward_tflops[1]",
+       [](sim::truth_constants& k, double v) { k.fa3_causal_backward_tflops[1] = v; }},
   };
 }
 
@@ -83,6 +95,8 @@ std::vector<truth_field> fraction_truth_fields() {
   return {
       {"gemm_efficiency_max", [](sim::truth_constants& k, double v) { k.gemm_efficiency_max = v; }},
       {"hbm_efficiency", [](sim::truth_constants& k, double v) { k.hbm_efficiency = v; }},
+      {"all_to_all_bandwidth_fraction",
+       [](sim::truth_constants& k, double v) { k.all_to_all_bandwidth_fraction = v; }},
   };
 }
 
@@ -207,12 +221,14 @@ TEST_CASE("Finding.09_specs.truth_constants_efficiencies_in_zero_one") {
   CHECK(contains(
       message,
       "fa3_forward_tflops[4] = 1200 TFLOP/s, must be at most fa3_reference_peak_flops = 989.4"));
-  // Every point below the peak, but the fit extrapolates past it (eta_max = 1.36).
+  // Every point below the peak, but the fit extrapolates past it (eta_max = 1.36). The causal
+  // table is the one a decoder LM's truth model fits.
   sim::truth_constants steep;
-  steep.fa3_backward_tflops = {120, 230, 420, 650, 850, 980};
+  steep.fa3_causal_backward_tflops = {120, 230, 420, 650, 850, 980};
   const auto fit = truth_message(steep);
   CAPTURE(fit);
-  CHECK(contains(fit, "fa3_backward_tflops fits eta_max s/(s + s_half) with eta_max = 1.36"));
+  CHECK(
+      contains(fit, "fa3_causal_backward_tflops fits eta_max s/(s + s_half) with eta_max = 1.36"));
   CHECK(contains(fit, "must be eta_max in (0, 1]"));
 }
 

@@ -61,3 +61,16 @@ TEST_CASE("Tool.SimCli.errors_name_the_flag_and_value") {
   CHECK(error_of({"--video-csv"}).find("--file") != std::string::npos);
   CHECK(error_of({"--seed"}).find("needs a value") != std::string::npos);
 }
+
+TEST_CASE("Tool.SimCli.host_cost_takes_seconds_or_a_named_host") {
+  CHECK_FALSE(parse_sim({}).host_cost.has_value());  // the models' default: the x86 host
+  CHECK(*parse_sim({"--host-cost", "x86"}).host_cost == dcp::x86_host.seconds_per_kernel);
+  CHECK(*parse_sim({"--host-cost", "grace"}).host_cost == dcp::grace_host.seconds_per_kernel);
+  CHECK(*parse_sim({"--host-cost", "graphs"}).host_cost == 0.0);
+  CHECK(*parse_sim({"--host-cost", "2e-5"}).host_cost == 2e-5);
+  const auto named = error_of({"--host-cost", "arm"});
+  CHECK(named.find("'arm'") != std::string::npos);
+  CHECK(named.find("x86, grace, graphs") != std::string::npos);
+  CHECK(error_of({"--host-cost", "0.5"}).find("at most 0.01") != std::string::npos);
+  CHECK(error_of({"--host-cost", "-1e-6"}) != "(no usage_error)");
+}

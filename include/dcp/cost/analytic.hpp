@@ -14,6 +14,7 @@
 #include "dcp/cost/activation_memory.hpp"
 #include "dcp/cost/caption_work.hpp"
 #include "dcp/cost/gemm_waves.hpp"
+#include "dcp/cost/host_cost.hpp"
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/hardware.hpp"
@@ -46,10 +47,9 @@ struct analytic_constants {
                                                  ///< parallelism, docs/simulator.md)
   double step_overhead_seconds = 2e-3;           ///< framework work per micro-step (data, hooks)
   /// Host (CPU) time to issue one kernel in an eager framework; a micro-step takes the longer of
-  /// its device time and kernels x this. The simulator's truth model fits it to Megatron's
-  /// published 4-GPU iteration (docs/fidelity.md, "The host cost"); 0 for a framework whose
-  /// launches never limit (CUDA graphs).
-  double host_seconds_per_kernel = 91.1e-6;
+  /// its device time and kernels x this. The x86 host's by default; dcp/cost/host_cost.hpp has
+  /// the presets (grace_host for GH200/GB200, graphs_host = 0 for CUDA graphs).
+  double host_seconds_per_kernel = x86_host.seconds_per_kernel;
   double logits_bytes_per_entry = 6;      ///< BF16 logits + FP32 upcast for the loss (§4.2)
   std::int64_t loss_chunk_tokens = 8192;  ///< with chunked cross-entropy
 

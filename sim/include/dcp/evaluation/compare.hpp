@@ -158,7 +158,7 @@ struct policy_result {
   double peak_bytes = 0;          ///< max
   std::int64_t oom_events = 0;    ///< sum
   double planning_ms = 0;         ///< median
-  double prediction_error = 0;    ///< mean |predicted / simulated makespan - 1|
+  double prediction_error = 0;    ///< mean |predicted / noise-free simulated makespan - 1|
   sim::step_result first_step{};  ///< the first step's timelines, for figures
   // Admission, from the steps (a policy without policy_entry::admit trains what is drawn):
   bool admits = false;  ///< the entry had an admission stage
@@ -287,8 +287,8 @@ inline void summarise(scenario_result& result) {
       gap += s.bound_seconds > 0 ? quiet / s.bound_seconds - 1.0 : 0.0;
       noise += quiet > 0 ? s.makespan_seconds / quiet - 1.0 : 0.0;
       idle += s.idle_fraction;
-      error +=
-          s.makespan_seconds > 0 ? std::abs(s.predicted_seconds / s.makespan_seconds - 1.0) : 0.0;
+      // The planner's error on the truth model itself, not on the noise drawn around it.
+      error += quiet > 0 ? std::abs(s.predicted_seconds / quiet - 1.0) : 0.0;
       p.peak_bytes = std::max(p.peak_bytes, s.peak_bytes);
       p.oom_events += s.oom_events;
     }

@@ -21,6 +21,7 @@
 #include "dcp/concepts/cost_model.hpp"
 #include "dcp/cost/activation_memory.hpp"
 #include "dcp/cost/caption_work.hpp"
+#include "dcp/cost/host_cost.hpp"
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
 #include "dcp/spec/hardware.hpp"
@@ -34,18 +35,29 @@ namespace dcp::inline DCP_ABI_NAMESPACE::sim {
 /// come from the cluster_spec (datasheets and nccl-tests, see dcp/spec/hardware.hpp).
 struct truth_constants {
   // ---- matrix multiplies ----------------------------------------------------------------
-  /// Large BF16 GEMMs reach 0.65-0.80 of peak; §7 step 3 takes 0.75 as eta_g_max (§1.2 [R]).
-  double gemm_efficiency_max = 0.75;
+  /// Large BF16 GEMMs reach 0.80 of peak on H100: torch square GEMMs 4096^3 0.797 and 8192^3
+  /// 0.806, MAMF 0.801 on H100 SXM and 0.803 on H200 (§1.4 [S]).
+  double gemm_efficiency_max = 0.80;
   /// Per-GPU tokens at which GEMMs reach half of gemm_efficiency_max: eta(n) = eta_max n/(n+n½)
-  /// (§5 "eta_g saturates with n"). [D] wave quantisation of 128x256 output tiles on the 132 SMs
-  /// (§1.1) over Llama-3-8B's GEMM widths (QKV 6144, O 4096, gate+up 28672, down 4096, head
-  /// 128256; forward and data-gradient GEMMs) fills half the machine at ~400 tokens.
-  double gemm_half_tokens = 400;
+  /// (§5 "eta_g saturates with n"). [D] the least-squares fit (relative time error, eta_max
+  /// held) to skinny torch BF16 GEMMs on H100: 0.185 / 0.356 / 0.550 of peak at 64 / 128 / 256
+  /// tokens (§1.4 [S] vllm#49363, vllm#17126).
+  double gemm_half_tokens = 171.4;
+  /// Bytes of HBM traffic per weight per micro-step to accumulate its gradient into the FP32
+  /// main gradient (read 4 + write 4, §1.4 [D]: Megatron's main_grad and DeepSpeed's accumulation
+  /// buffers are FP32); under ZeRO-3 each GPU accumulates its shard only.
+  double gradient_accumulation_bytes_per_weight = 8;
 
   // ---- attention: FlashAttention-3, BF16, head dim 128, H100 (§1.2 [S] FA3 paper charts) --
   std::array<double, 6> fa3_lengths{512, 1024, 2048, 4096, 8192, 16384};
+  /// Non-causal (full) attention: diffusion transformers.
   std::array<double, 6> fa3_forward_tflops{467, 565, 625, 638, 646, 648};
   std::array<double, 6> fa3_backward_tflops{316, 424, 501, 542, 559, 561};
+  /// Causal attention, TFLOP/s over the causal FLOPs (half the pairs): decoder LMs. Forward is
+  /// the paper's causal panel (§1.4 [S]); backward has no published panel and is the
+  /// non-causal backward scaled by the forward's causal/non-causal ratio per length (§1.4 [D]).
+  std::array<double, 6> fa3_causal_forward_tflops{292, 423, 521, 579, 602, 616};
+  std::array<double, 6> fa3_causal_backward_tflops{198, 317, 418, 492, 521, 533};
   /// The peak the FA3 table was measured against: H100 SXM dense BF16 (§1.1 [S]); the table's
   /// fractions of it carry over to a GPU with the same tensor cores (H200).
   double fa3_reference_peak_flops = 989.4e12;
@@ -62,6 +74,15 @@ struct truth_constants {
   /// NVLink SHARP all-reduce bus bandwidth inside a node: 475 GB/s measured on 8x H200
   /// (§1.2 [S] nccl-tests#272; 480 on H100, nccl-tests#212).
   double nvls_allreduce_bandwidth = 475e9;
+  /// All-to-all bus bandwidth as a fraction of the NVLink bus bandwidth: 335 GB/s measured by
+  /// alltoall_perf on 4x H100 at 500 MB against 370 (§1.4 [S] nccl#2169).
+  double all_to_all_bandwidth_fraction = 335.0 / 370.0;
+  /// A small all-to-all inside a Hopper NVLink node: ~10.6 us at 128 bytes (§1.4 [S]
+  /// DeepEP#303); each network step adds nccl_network_step_latency.
+  double all_to_all_nvlink_latency = 10.6e-6;
+  /// Ulysses' permute copies before and after its all-to-alls (memory-bound): ~38 % of the
+  /// all-to-all time on H100 (§1.4 [S] pytorch#178066).
+  double ulysses_permute_fraction = 0.38;
   /// NICs per node; 0 = one per GPU (HGX: 8x ConnectX-7 400G per node, §1.1 [S]). A GPU's
   /// cross-node traffic uses at most one NIC (all-to-all cannot aggregate NICs, §1.2 [S]
   /// nccl-tests#267); the NICs of a node are shared by the cross-node transfers running on it.
@@ -88,11 +109,10 @@ struct truth_constants {
   /// Host (CPU) time to issue one counted kernel in an eager framework: Python module calls,
   /// the dispatcher, allocations and the launch. A micro-step takes the longer of its device
   /// time and its host time (kernels x this): launches are asynchronous, so the host hides
-  /// behind large kernels and decides small micro-steps. 0 = launches never limit. The value
-  /// is fitted to one public absolute measurement, the 4-GPU baseline iteration of Megatron's
-  /// dynamic-CP benchmark (195.269 ms; evaluation::fit_host_seconds_per_kernel reproduces it,
-  /// docs/fidelity.md "The host cost" has the fit and its held-out checks).
-  double host_seconds_per_kernel = 91.1e-6;
+  /// behind large kernels and decides small micro-steps. 0 = launches never limit. The x86
+  /// host's by default (§1.5 [S] a torch Linear on an x86 H100 DGX); dcp/cost/host_cost.hpp
+  /// has the Grace preset fitted to Megatron's benchmark (docs/fidelity.md "The host cost").
+  double host_seconds_per_kernel = x86_host.seconds_per_kernel;
 
   // ---- memory ----------------------------------------------------------------------------
   /// Allocator fragmentation on the dynamic allocations (activations, transients, buffers):
@@ -263,15 +283,30 @@ class truth_model {
     return constants_.nccl_base_latency + intra_steps * constants_.nccl_nvlink_step_latency +
            network_steps * constants_.nccl_network_step_latency;
   }
+  /// The latency of one all-to-all with `network_steps` of its steps to other nodes: the
+  /// measured small-message all-to-all of an NVLink node (§1.4) plus NCCL's per network step
+  /// (§1.3).
+  [[nodiscard]] double all_to_all_latency(double network_steps) const noexcept {
+    return constants_.all_to_all_nvlink_latency +
+           network_steps * constants_.nccl_network_step_latency;
+  }
+  /// The bus bandwidth a large all-to-all reaches inside a node (§1.4 [S] nccl#2169).
+  [[nodiscard]] double all_to_all_bandwidth() const noexcept {
+    return constants_.all_to_all_bandwidth_fraction * cluster_.nvlink_bandwidth;
+  }
+  /// Seconds of one all-to-all of `bytes` per rank among `ranks` GPUs of one node.
+  [[nodiscard]] double all_to_all_seconds(double bytes, std::int64_t ranks) const noexcept {
+    if (ranks <= 1 || bytes <= 0) return 0.0;
+    const double n = static_cast<double>(ranks);
+    return all_to_all_latency(0) + (n - 1.0) / n * bytes / all_to_all_bandwidth();
+  }
   /// Bus bandwidth a collective of `bytes` per rank achieves: t = latency + k S / B_max is
   /// busbw(S) = B_max S / (S + S_half) with S_half = latency B_max / k, the nccl-tests shape
-  /// (§3.1); returned for a k = (n-1)/n collective inside one node.
+  /// (§3.1); returned for a k = (n-1)/n all-to-all inside one node.
   [[nodiscard]] double all_to_all_bus_bandwidth(double bytes, std::int64_t ranks) const noexcept {
     if (ranks <= 1 || bytes <= 0) return 0.0;
     const double n = static_cast<double>(ranks);
-    const double k = (n - 1.0) / n;
-    const double seconds = collective_latency(n, 0) + k * bytes / cluster_.nvlink_bandwidth;
-    return k * bytes / seconds;
+    return (n - 1.0) / n * bytes / all_to_all_seconds(bytes, ranks);
   }
 
   /// Cross-node NIC bandwidth of one node, shared by the transfers running on it.
@@ -455,7 +490,17 @@ class truth_model {
       };
       require_rate(k.fa3_forward_tflops[j], "fa3_forward_tflops");
       require_rate(k.fa3_backward_tflops[j], "fa3_backward_tflops");
+      require_rate(k.fa3_causal_forward_tflops[j], "fa3_causal_forward_tflops");
+      require_rate(k.fa3_causal_backward_tflops[j], "fa3_causal_backward_tflops");
     }
+    dcp::detail::require_finite_non_negative(k.gradient_accumulation_bytes_per_weight, where,
+                                             "gradient_accumulation_bytes_per_weight");
+    dcp::detail::require_fraction(k.all_to_all_bandwidth_fraction, where,
+                                  "all_to_all_bandwidth_fraction");
+    dcp::detail::require_finite_non_negative(k.all_to_all_nvlink_latency, where,
+                                             "all_to_all_nvlink_latency");
+    dcp::detail::require_finite_non_negative(k.ulysses_permute_fraction, where,
+                                             "ulysses_permute_fraction");
     dcp::detail::require_fraction(k.hbm_efficiency, where, "hbm_efficiency");
     dcp::detail::require_finite_non_negative(k.nccl_base_latency, where, "nccl_base_latency");
     dcp::detail::require_finite_non_negative(k.nccl_nvlink_step_latency, where,
@@ -490,10 +535,18 @@ class truth_model {
   }
 
   void derive() {
+    // A causal model runs the causal kernels: their rates count the causal FLOPs (s^2/2 pairs),
+    // so a row of s tokens carries s/2 pairs and the per-row term of the fit is halved.
+    const bool causal = model_.attention == attention_kind::causal;
+    const auto& forward_table =
+        causal ? constants_.fa3_causal_forward_tflops : constants_.fa3_forward_tflops;
+    const auto& backward_table =
+        causal ? constants_.fa3_causal_backward_tflops : constants_.fa3_backward_tflops;
+    row_share_ = causal ? 0.5 : 1.0;
     std::array<double, 6> forward{}, backward{};
     for (std::size_t k = 0; k < forward.size(); ++k) {
-      forward[k] = constants_.fa3_forward_tflops[k] * 1e12 / constants_.fa3_reference_peak_flops;
-      backward[k] = constants_.fa3_backward_tflops[k] * 1e12 / constants_.fa3_reference_peak_flops;
+      forward[k] = forward_table[k] * 1e12 / constants_.fa3_reference_peak_flops;
+      backward[k] = backward_table[k] * 1e12 / constants_.fa3_reference_peak_flops;
     }
     forward_ = fit_saturating(constants_.fa3_lengths, forward);
     backward_ = fit_saturating(constants_.fa3_lengths, backward);
@@ -509,8 +562,8 @@ class truth_model {
             ", must be eta_max in (0, 1] and "
             "s_half finite and >= 0 (efficiency must rise with length, below the peak)");
     };
-    require_fit(forward_, "fa3_forward_tflops");
-    require_fit(backward_, "fa3_backward_tflops");
+    require_fit(forward_, causal ? "fa3_causal_forward_tflops" : "fa3_forward_tflops");
+    require_fit(backward_, causal ? "fa3_causal_backward_tflops" : "fa3_backward_tflops");
 
     const std::int64_t h = model_.hidden;
     const std::int64_t f = model_.ffn;
@@ -527,6 +580,10 @@ class truth_model {
                       ? 4.0 * constants_.logits_bytes_per_entry * static_cast<double>(model_.vocab)
                       : 0.0;
     states_ = detail::zero_state_bytes(model_, training_.zero_stage, cluster_.gpus);
+    gradient_accumulation_bytes_ =
+        constants_.gradient_accumulation_bytes_per_weight *
+        static_cast<double>(model_.total_params()) /
+        (training_.zero_stage == 3 ? static_cast<double>(cluster_.gpus) : 1.0);
     activations_ = detail::activation_footprint(
         model_, {training_.chunked_cross_entropy, constants_.loss_chunk_tokens,
                  constants_.logits_bytes_per_entry});
@@ -567,7 +624,7 @@ class truth_model {
     // s/r rows of h/u heads against r chunks, r times the per-row cost.
     const double text = static_cast<double>(model_.text_tokens);
     const double pairs = s.attention_pairs + tokens * text;
-    const double row_passes = (model_.has_cross_attention() ? 2.0 : 1.0) * tokens * r;
+    const double row_passes = (model_.has_cross_attention() ? 2.0 : 1.0) * tokens * r * row_share_;
     const double forward_per_layer =
         4.0 * h * (pairs + forward_.half * row_passes) / (forward_.max * peak);
     const double backward_per_layer =
@@ -582,6 +639,8 @@ class truth_model {
         per_gpu * ((3.0 * layers + recomputed) * elementwise_bytes_ + loss_bytes_);
     if (c.recompute.selective)
       memory_bytes += per_gpu * (layers - recomputed) * 2.0 * selective_saving_;
+    // Every micro-step adds its weight gradients into the FP32 main gradients.
+    memory_bytes += gradient_accumulation_bytes_;
     out.memory_bound_seconds = memory_bytes / hbm;
 
     // Kernel launches and framework work.
@@ -607,12 +666,15 @@ class truth_model {
       out.intra_node_bytes += intra;
       out.inter_node_bytes += passes * per_pass * remote / u;
       if (whole)
-        out.intra_node_seconds += intra / cluster_.nvlink_bandwidth;
+        out.intra_node_seconds += intra / all_to_all_bandwidth();
       else
-        out.exposed_transfer_seconds += intra / cluster_.nvlink_bandwidth;
+        out.exposed_transfer_seconds += intra / all_to_all_bandwidth();
+      // The permute copies around each all-to-all: a share of its time at NVLink rate, in HBM.
+      out.memory_bound_seconds += constants_.ulysses_permute_fraction * passes * per_pass *
+                                  (u - 1.0) / u / all_to_all_bandwidth();
       out.collectives += static_cast<std::int64_t>(4.0 * passes);
-      // tuning.cc: an all-to-all of n ranks takes n steps; those to other nodes are network steps.
-      out.latency_seconds += 4.0 * passes * collective_latency(u - remote, remote);
+      // An all-to-all of n ranks takes n steps; those to other nodes are network steps.
+      out.latency_seconds += 4.0 * passes * all_to_all_latency(remote);
       kernels += 4.0 * passes;
     }
     if (r > 1) {
@@ -644,6 +706,8 @@ class truth_model {
 
   saturating_curve forward_{};
   saturating_curve backward_{};
+  double row_share_ = 1.0;  ///< pairs per row of a sequence over its length: 1/2 when causal
+  double gradient_accumulation_bytes_ = 0;  ///< per GPU per micro-step
   double per_token_params_ = 0;
   double recomputed_params_ = 0;  ///< per token per recomputed block
   double selective_saving_ = 0;
