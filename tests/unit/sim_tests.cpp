@@ -227,8 +227,9 @@ TEST_CASE("Sim.Truth.gemm_curve_is_the_fit_to_the_published_gemms") {
   for (double half = 50; half < 400; half += 0.1)
     if (error(half) < least) least = error(half), best = half;
   CHECK(truth.constants().gemm_half_tokens == doctest::Approx(best).epsilon(1e-3));
-  for (const auto& [n, eta] : published) {
-    CAPTURE(n);
+  for (const auto& point : published) {
+    const auto [n, eta] = point;
+    CAPTURE(point.first);
     CHECK(truth.gemm_efficiency(n) == doctest::Approx(eta).epsilon(0.2));
   }
 }
