@@ -59,6 +59,7 @@ struct plan_options {
   std::int64_t gpus_per_node = 8;
   std::optional<std::int64_t> gpus{};  ///< --gpus: total, overrides nodes
   int zero_stage = 1;
+  lockstep_mode lockstep = lockstep_mode::automatic;
   std::optional<double> headroom_gib{};  ///< unset: the training_spec default
   sequence_parallel sp = sequence_parallel::ulysses;
   recompute_choice recompute = recompute_choice::selective_pyramid;
@@ -96,6 +97,8 @@ Options (defaults in brackets):
   --gpus-per-node G      GPUs per node  [8]
   --gpus N               total GPUs, instead of --nodes (one node of N if N < G)
   --zero S               ZeRO stage 0..3  [1]
+  --lockstep MODE        auto, on or off: every rank runs the same number of micro-steps, in
+                         rounds padded with empty ones (auto: with ZeRO-3)  [auto]
   --headroom-gib X       memory kept free per GPU, GiB  [10 % of the GPU]
   --sp STYLE             ulysses | ring | hybrid | auto  [ulysses]; auto chooses per micro-batch
   --recompute R          none | full | selective | pyramid | selective-pyramid
@@ -153,9 +156,9 @@ inline plan_options parse_arguments(std::span<const std::string_view> args) {
     } else {
       const bool known = flag == "--model" || flag == "--gpu" || flag == "--nodes" ||
                          flag == "--gpus-per-node" || flag == "--gpus" || flag == "--zero" ||
-                         flag == "--headroom-gib" || flag == "--sp" || flag == "--recompute" ||
-                         flag == "--bucketing" || flag == "--placement" || flag == "--tokens" ||
-                         flag == "--context" || flag == "--seed";
+                         flag == "--lockstep" || flag == "--headroom-gib" || flag == "--sp" ||
+                         flag == "--recompute" || flag == "--bucketing" || flag == "--placement" ||
+                         flag == "--tokens" || flag == "--context" || flag == "--seed";
       if (!known) throw usage_error("unknown option '" + std::string(arg) + "'");
       if (n + 1 >= args.size()) throw usage_error(std::string(flag) + " needs a value");
       value = args[++n];
@@ -180,6 +183,11 @@ inline plan_options parse_arguments(std::span<const std::string_view> args) {
       o.gpus = detail::parse_integer<std::int64_t>(flag, value, 1, max_gpus);
     } else if (flag == "--zero") {
       o.zero_stage = detail::parse_integer<int>(flag, value, 0, 3);
+    } else if (flag == "--lockstep") {
+      if (const auto mode = parse_lockstep_mode(value))
+        o.lockstep = *mode;
+      else
+        detail::bad_choice(flag, value, "auto, on or off");
     } else if (flag == "--headroom-gib") {
       o.headroom_gib = detail::parse_non_negative(flag, value);
     } else if (flag == "--sp") {
@@ -268,6 +276,7 @@ inline cluster_spec cluster_of(const plan_options& o) {
 inline training_spec training_of(const plan_options& o) {
   training_spec t;
   t.zero_stage = o.zero_stage;
+  t.lockstep = o.lockstep;
   if (o.headroom_gib) {
     t.headroom_bytes = *o.headroom_gib * gib;
     t.headroom_fraction = 0;

@@ -27,6 +27,7 @@ struct sim_options_cli {
   std::int64_t gpus_per_node = 8;
   int zero_stage = 1;
   bool zero_given = false;
+  lockstep_mode lockstep = lockstep_mode::automatic;
   sequence_parallel sp = sequence_parallel::ulysses;
   bool sp_given = false;
   std::string workload = "wikipedia";
@@ -67,6 +68,8 @@ Options (defaults in brackets):
   --nodes N           nodes of --gpus-per-node GPUs  [4]
   --gpus-per-node G   [8]
   --zero S            ZeRO stage 0..3  [1]
+  --lockstep MODE     auto, on or off: every rank runs the same number of micro-steps, in
+                      rounds (auto: with ZeRO-3; off is refused with ZeRO-3)  [auto]
   --sp STYLE          ulysses | ring | hybrid | auto  [ulysses]; hybrid: Ulysses inside a node,
                       ring across; auto: ours choose per micro-batch, every other policy runs
                       at its best fixed style (docs/planner.md, docs/baselines.md)
@@ -150,6 +153,12 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     else if (flag == "--zero") {
       o.zero_stage = detail::parse_integer<int>(flag, next(), 0, 3);
       o.zero_given = true;
+    } else if (flag == "--lockstep") {
+      const auto v = next();
+      if (const auto mode = parse_lockstep_mode(v))
+        o.lockstep = *mode;
+      else
+        detail::bad_choice(flag, v, "auto, on or off");
     } else if (flag == "--sp") {
       const auto v = next();
       if (const auto style = parse_sequence_parallel(v))
@@ -253,6 +262,7 @@ inline cluster_spec sim_cluster_of(const sim_options_cli& o) {
 inline training_spec sim_training_of(const sim_options_cli& o) {
   training_spec t;
   t.zero_stage = o.zero_stage;
+  t.lockstep = o.lockstep;
   t.sp = o.sp;
   return t;
 }

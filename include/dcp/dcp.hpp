@@ -21,6 +21,7 @@
 #include "dcp/placement/static_layout.hpp"
 #include "dcp/plan/json.hpp"
 #include "dcp/plan/json_reader.hpp"
+#include "dcp/plan/lockstep.hpp"
 #include "dcp/plan/lower_bound.hpp"
 #include "dcp/plan/match_batch.hpp"
 #include "dcp/plan/step_plan.hpp"

@@ -33,4 +33,12 @@ class sample_does_not_fit : public error {
   using error::error;
 };
 
+/// A plan that is not valid: a document that is not valid JSON or not a valid
+/// `dcp.step_plan/1`, a plan that cannot run its batch (validate_plan), or one that says it is in
+/// lockstep and is not (check_lockstep).
+class invalid_plan : public error {
+ public:
+  using error::error;
+};
+
 }  // namespace dcp::inline DCP_ABI_NAMESPACE

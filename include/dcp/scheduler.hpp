@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -24,6 +25,8 @@
 #include "dcp/detail/prefetch.hpp"
 #include "dcp/error.hpp"
 #include "dcp/placement/balanced.hpp"
+#include "dcp/placement/static_layout.hpp"
+#include "dcp/plan/lockstep.hpp"
 #include "dcp/plan/lower_bound.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
@@ -119,7 +122,50 @@ class DataCentricScheduler {
     if (kept != nullptr) scratch.take(*kept, samples.size());
     const placement_input<Cost, Recompute> input({samples, labels, cost_, recompute_}, scratch);
     auto placed = placement_.place(input);
+    auto out = assemble(placed, samples, input);
+    // ZeRO-3 (and lockstep on): every rank runs the same number of micro-steps, in rounds. The
+    // balanced placement balances each rank's total, not the rounds; the best static layout,
+    // whose ranks run alike, is put in rounds too and kept where its rounds end sooner (a peer's
+    // placement is left as its source has it).
+    if (cost_.training().runs_in_lockstep() && !samples.empty()) {
+      const auto empty = empty_micro_step();
+      make_lockstep(out, empty);
+      if constexpr (std::same_as<Placement, balanced_placement>) {
+        placement static_placed;
+        try {
+          static_placed = best_static_placement{}.place(input);
+        } catch (const sample_does_not_fit&) {  // no one degree holds every sample
+        }
+        if (!static_placed.micro_steps.empty()) {
+          auto alternative = assemble(static_placed, samples, input);
+          make_lockstep(alternative, empty);
+          if (alternative.makespan_seconds < out.makespan_seconds) {
+            alternative.policy = out.policy + " (its best static layout, in lockstep)";
+            alternative.best_static_seconds = out.best_static_seconds;
+            alternative.best_static_degree = out.best_static_degree;
+            alternative.fingerprint = compute_fingerprint(alternative);
+            out = std::move(alternative);
+          }
+        }
+      }
+    }
+    if (kept != nullptr) {  // the placement's list and scratch, for the next plan's
+      placed.micro_steps.clear();
+      kept->give(std::move(placed.micro_steps));
+      scratch.give(*kept);
+    }
+    return out;
+  }
 
+  [[nodiscard]] step_plan plan(const std::vector<sample>& batch) const {
+    return plan(std::span<const sample>(batch.data(), batch.size()));
+  }
+
+ private:
+  /// The step plan of a placement's result for `samples` (in canonical order): sequence numbers
+  /// by predicted start, loss scales, the bound, the barriers and the fingerprint.
+  [[nodiscard]] step_plan assemble(placement& placed, const std::vector<sample>& samples,
+                                   const placement_input<Cost, Recompute>& input) const {
     step_plan out;
     out.gpus = cost_.cluster().gpus;
     out.gpus_per_node = cost_.cluster().gpus_per_node;
@@ -180,19 +226,9 @@ class DataCentricScheduler {
     }
     out.barriers = barrier_sequences(out, placed.barrier_seconds);
     out.fingerprint = compute_fingerprint(out);
-    if (kept != nullptr) {  // the placement's list and scratch, for the next plan's
-      steps.clear();
-      kept->give(std::move(steps));
-      scratch.give(*kept);
-    }
     return out;
   }
 
-  [[nodiscard]] step_plan plan(const std::vector<sample>& batch) const {
-    return plan(std::span<const sample>(batch.data(), batch.size()));
-  }
-
- private:
   /// A placement's barrier times as sequence numbers: the barrier at time t sits before the
   /// first micro-step that starts at or after t. Barriers before the first or after the last
   /// micro-step order nothing and are dropped.
@@ -225,6 +261,19 @@ class DataCentricScheduler {
       return cost.gradient_sync_seconds();
     else
       return 0.0;
+  }
+
+  /// The empty micro-step a lockstep plan pads a round with: degree 1, no recomputation, its
+  /// time and bytes the cost model's for no samples (the weights, gradients and optimizer state
+  /// stay resident).
+  [[nodiscard]] micro_step empty_micro_step() const {
+    micro_step empty;
+    empty.config.sp = cost_.training().sp == sequence_parallel::automatic
+                          ? sequence_parallel::ulysses
+                          : cost_.training().sp;
+    empty.seconds = cost_.seconds(micro_batch_shape{}, empty.config);
+    empty.peak_bytes = cost_.peak_bytes(micro_batch_shape{}, empty.config);
+    return empty;
   }
 
   Cost cost_;

@@ -317,9 +317,11 @@ TEST_CASE("Calibration.bad_observations_name_the_field_and_value") {
       }),
       "degree = 16 exceeds the cluster's 8 GPUs"));
   CHECK(contains(message_of([&] {
-                   model.observe(observation{micro_batch_shape{}, ok, {1.0, 0.0, false}});
+                   micro_batch_shape tokens_without_samples;
+                   tokens_without_samples.tokens = 5;
+                   model.observe(observation{tokens_without_samples, ok, {1.0, 0.0, false}});
                  }),
-                 "shape has samples = 0"));
+                 "shape has samples = 0, tokens = 5"));
   CHECK(contains(message_of([&] { calibrated<analytic_cost_model>(model.base(), {.window = 0}); }),
                  "window = 0"));
   // Nothing of a rejected batch of observations was kept.

@@ -374,6 +374,38 @@ TEST_CASE("Runtime.RunStep.walks_micro_steps_in_plan_order") {
   CHECK_MESSAGE(failures.lines.empty(), failures.text());
 }
 
+TEST_CASE("Runtime.RunStep.lockstep_plan_runs_equal_counts_and_a_false_claim_is_refused") {
+  auto plan = plan_on_8_gpus();
+  make_lockstep(plan);
+  const auto rounds = plan.barriers.size() + 1;
+  collected failures;
+  run_ranks(8, [&](in_process_communicator& comm) {
+    group_cache<in_process_communicator> cache(comm);
+    recording_executor executor;
+    (void)run_step(comm, cache, plan, executor);
+    const auto where = "rank " + std::to_string(comm.rank()) + ": ";
+    // One call per round, the padding ones included (they run the collectives).
+    if (executor.calls.size() != rounds)
+      failures.add(where + "ran " + std::to_string(executor.calls.size()) + " micro-steps of " +
+                   std::to_string(rounds) + " rounds");
+  });
+  CHECK_MESSAGE(failures.lines.empty(), failures.text());
+
+  // The claim without the rounds: every rank refuses before running anything.
+  auto broken = plan;
+  broken.barriers.pop_back();
+  broken.fingerprint = compute_fingerprint(broken);
+  collected refused;
+  run_ranks(8, [&](in_process_communicator& comm) {
+    group_cache<in_process_communicator> cache(comm);
+    recording_executor executor;
+    const auto msg = message_of([&] { (void)run_step(comm, cache, broken, executor); });
+    if (!contains(msg, "run_step: plan.lockstep is set, but rank") || !executor.calls.empty())
+      refused.add("rank " + std::to_string(comm.rank()) + ": " + msg);
+  });
+  CHECK_MESSAGE(refused.lines.empty(), refused.text());
+}
+
 TEST_CASE("Runtime.RunStep.world_barrier_holds_later_micro_steps") {
   // Rank 0 runs micro-step 0 slowly, rank 1 micro-step 1, behind a barrier at 1: rank 1 may
   // start only after rank 0 finished, although the two share no rank. Without the barrier rank 1

@@ -106,10 +106,11 @@ class analytic_cost_model {
 
   // ---- time -------------------------------------------------------------------------------
 
-  /// The longer of the device's time and the host's time to issue the micro-step's kernels.
+  /// The longest of the device's time, the host's time to issue the micro-step's kernels and,
+  /// under ZeRO-3, the parameter gathers that prefetching hides behind them.
   [[nodiscard]] double seconds(const micro_batch_shape& s,
                                const execution_config& c) const noexcept {
-    return std::max(host_seconds(c), device_seconds(s, c));
+    return std::max({host_seconds(c), device_seconds(s, c), parameter_gather_seconds()});
   }
 
   /// The device's time: compute, communication, launch gaps and the fixed GEMM cost.
@@ -369,9 +370,24 @@ class analytic_cost_model {
 
  public:
   /// Gradient synchronisation at the end of the step: all-reduce (ZeRO 0-2) or reduce-scatter +
-  /// all-gather, plus parameter all-gathers for ZeRO-3, over the whole world (§3.7). Not
-  /// overlapped with compute here: an upper estimate of the step's tail.
+  /// all-gather over the whole world (§3.7). Not overlapped with compute here: an upper estimate
+  /// of the step's tail. 0 under ZeRO-3, whose collectives run in every micro-step
+  /// (parameter_gather_seconds).
   [[nodiscard]] double gradient_sync_seconds() const noexcept {
+    return training_.zero_stage == 3 ? 0.0 : world_collectives_seconds(2.0);
+  }
+  /// ZeRO-3's collectives in every micro-step: each layer's parameters all-gathered over the
+  /// world in forward and again in backward, its gradients reduce-scattered (three passes of the
+  /// BF16 parameters; 0 under ZeRO 0-2). Prefetching hides them behind the layers' compute, so a
+  /// micro-step lasts at least this long (plan/lockstep.hpp), not this much longer.
+  [[nodiscard]] double parameter_gather_seconds() const noexcept {
+    return training_.zero_stage == 3 ? world_collectives_seconds(3.0) : 0.0;
+  }
+
+ private:
+  /// `passes` ring collectives of the BF16 parameters over the whole world: one latency, then
+  /// (n - 1) / n of the bytes per pass at the node's NICs (or NVLink within one node).
+  [[nodiscard]] double world_collectives_seconds(double passes) const noexcept {
     const double n = static_cast<double>(cluster_.gpus);
     if (n <= 1) return 0.0;
     const double gradient_bytes = 2.0 * static_cast<double>(model_.total_params());
@@ -379,11 +395,11 @@ class analytic_cost_model {
     const double bus = multi_node
                            ? cluster_.nic_bandwidth * static_cast<double>(cluster_.gpus_per_node)
                            : cluster_.nvlink_bandwidth;
-    const double volume = (training_.zero_stage == 3 ? 3.0 : 2.0) * (n - 1.0) / n * gradient_bytes;
     const double alpha = multi_node ? cluster_.inter_node_latency : cluster_.intra_node_latency;
-    return alpha + volume / bus;
+    return alpha + passes * (n - 1.0) / n * gradient_bytes / bus;
   }
 
+ public:
   // ---- the time split into terms (for dcp::calibrated) -----------------------------------
 
   /// Basis functions of time, in seconds at this model's constants. device_seconds(s, c) equals

@@ -353,9 +353,10 @@ class calibrated {
 
   /// The refitted terms, or M's host time where that is longer (M's `host_seconds(config)`,
   /// when M has time terms and that member: the terms are then its device time, and a
-  /// measurement of a host-bound micro-step says nothing about them).
+  /// measurement of a host-bound micro-step says nothing about them), or M's per-micro-step
+  /// parameter gathers (ZeRO-3) where those are longer still.
   [[nodiscard]] double seconds(const micro_batch_shape& s, const execution_config& c) const {
-    return std::max(host_floor(c), device_seconds(s, c));
+    return std::max({host_floor(c), device_seconds(s, c), parameter_gather_seconds()});
   }
 
   /// cost_model optional member 9: the refitted terms (the device's time, where M has a host
@@ -393,6 +394,14 @@ class calibrated {
     else
       return 0.0;
   }
+  /// M's collectives in every micro-step (ZeRO-3's parameter gathers), unchanged; 0 for a model
+  /// without them.
+  [[nodiscard]] double parameter_gather_seconds() const {
+    if constexpr (requires { base_.parameter_gather_seconds(); })
+      return static_cast<double>(base_.parameter_gather_seconds());
+    else
+      return 0.0;
+  }
 
   // ---- calibration --------------------------------------------------------------------------
 
@@ -405,10 +414,14 @@ class calibrated {
   /// with more than `window` measured micro-batches (a whole step on a large cluster) keeps an
   /// evenly spaced subset of them, so the window stays a sample of the whole step rather than of
   /// its last micro-steps.
+  /// An empty micro-step (a lockstep round's padding, plan/lockstep.hpp: no samples, no tokens)
+  /// is skipped: its time is the collectives it waits in, which no term describes.
   void observe(std::span<const observation> observations) {
-    for (std::size_t i = 0; i < observations.size(); ++i) validate(observations[i], i);
+    for (std::size_t i = 0; i < observations.size(); ++i)
+      if (!is_padding(observations[i])) validate(observations[i], i);
     std::vector<const observation*> measured;
     for (const auto& o : observations) {
+      if (is_padding(o)) continue;
       if (o.report.out_of_memory) {
         ++out_of_memory_;
         out_of_memory_shapes_.push_back(o);
@@ -499,6 +512,11 @@ class calibrated {
     return out;
   }
 
+  [[nodiscard]] static bool is_padding(const observation& o) noexcept {
+    return o.shape.samples == 0 && o.shape.tokens == 0 && o.shape.longest == 0 &&
+           o.shape.attention_pairs == 0;
+  }
+
   void validate(const observation& o, std::size_t index) const {
     const auto where = [&] { return "observation " + std::to_string(index) + ": "; };
     try {
@@ -533,6 +551,11 @@ class calibrated {
   [[nodiscard]] double host_floor(const execution_config& c) const {
     return host_weight_ * base_host(c);
   }
+  /// What a micro-step lasts at least whatever its samples: the host floor or M's per-micro-step
+  /// collectives (ZeRO-3's parameter gathers), whichever is longer.
+  [[nodiscard]] double floor(const execution_config& c) const {
+    return std::max(host_floor(c), parameter_gather_seconds());
+  }
 
   /// The host weight of refit(): keeps 1 when M has no host time or nothing was measured.
   void fit_host_weight() {
@@ -540,6 +563,7 @@ class calibrated {
       double host, device, measured;
     };
     std::vector<row> rows;
+    const double gather = parameter_gather_seconds();
     for (const auto& o : window_) {
       const double host = base_host(o.config);
       if (o.report.seconds > 0 && host > 0)
@@ -549,7 +573,8 @@ class calibrated {
     if (rows.empty()) return;
     const auto error = [&](double w) {
       double sum = 0;
-      for (const auto& r : rows) sum += std::abs(std::max(w * r.host, r.device) / r.measured - 1.0);
+      for (const auto& r : rows)
+        sum += std::abs(std::max({w * r.host, r.device, gather}) / r.measured - 1.0);
       return sum;
     };
     double best = error(1.0);
@@ -566,8 +591,9 @@ class calibrated {
     }
   }
 
-  /// The device terms from the micro-steps the host time (M's, times the host weight) cannot
-  /// explain — measured more than 1/0.7 of it: a host-bound one tells nothing about them — and
+  /// The device terms from the micro-steps the host time (M's, times the host weight) and M's
+  /// parameter gathers cannot explain — measured more than 1/0.7 of the longer: a host- or
+  /// gather-bound one tells nothing about them — and
   /// the host weight that best explains every measurement with the longer of the two (least
   /// mean absolute relative error over a log grid of 1e-4..50; among equally good weights the
   /// one closest to 1, M's own), twice, starting from M's host time. When M's host time leaves
@@ -593,7 +619,7 @@ class calibrated {
         for (const auto& o : window_) {
           if (!(o.report.seconds > 0)) continue;
           ++measured;
-          if (!all && !(host_floor(o.config) < 0.7 * o.report.seconds)) continue;
+          if (!all && !(floor(o.config) < 0.7 * o.report.seconds)) continue;
           auto x = time_basis::values(base_, o.shape, o.config);
           for (auto& v : x) v /= o.report.seconds;
           time_rows.push_back(x);

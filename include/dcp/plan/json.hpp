@@ -188,7 +188,8 @@ inline void write_json(std::ostream& os, const step_plan& plan, const json_optio
   };
 
   if (plan.hybrid_ulysses_degree != 0) w.field("hybrid_ulysses_degree", plan.hybrid_ulysses_degree);
-  if (!plan.barriers.empty()) {  // optional: most plans have none
+  if (plan.lockstep) w.field("lockstep", true);  // optional: absent means false
+  if (!plan.barriers.empty()) {                  // optional: most plans have none
     w.key("barriers");
     os << '[';
     for (std::size_t n = 0; n < plan.barriers.size(); ++n) os << (n ? "," : "") << plan.barriers[n];

@@ -20,16 +20,11 @@
 #include <vector>
 
 #include "dcp/error.hpp"
+#include "dcp/plan/lockstep.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
-
-/// A plan document that is not valid JSON, or not a valid `dcp.step_plan/1`.
-class invalid_plan : public error {
- public:
-  using error::error;
-};
 
 namespace json {
 
@@ -639,6 +634,8 @@ template <class T>
   if (const auto* u = doc.find("hybrid_ulysses_degree"))
     plan.hybrid_ulysses_degree =
         json::at_least<std::int64_t>(*u, where + ".hybrid_ulysses_degree", 0);
+  if (const auto* lockstep = doc.find("lockstep"))
+    plan.lockstep = json::require(*lockstep, kind::boolean, where + ".lockstep").boolean;
   if (const auto* barriers = doc.find("barriers")) {
     const auto& items = json::require(*barriers, kind::array, where + ".barriers").items;
     plan.barriers.reserve(items.size());
@@ -759,7 +756,8 @@ inline void validate_loss_scales(const step_plan& plan) {
 /// power-of-two degree, aligned and inside the cluster, sequence numbers 0..n-1, barriers
 /// increasing and not negative, times and bytes finite and not negative, loss units the
 /// micro-steps' tokens (or all their sample counts) and loss scales their share of the batch's
-/// (detail::validate_loss_scales). Every
+/// (detail::validate_loss_scales), and a plan that says it is in lockstep is (check_lockstep).
+/// Every
 /// check is free of overflow, whatever the integers. Throws invalid_plan naming the
 /// micro-step, the field, the value and the limit (invalid_sample for a malformed batch).
 /// Tokens are filled in from the batch.
@@ -891,6 +889,7 @@ inline void validate_plan(step_plan& plan, std::span<const sample> batch, std::i
                          std::to_string(sequences[n]) + " instead): they must be numbered 0.." +
                          std::to_string(sequences.size() - 1));
   detail::validate_loss_scales(plan);
+  check_lockstep(plan);
 }
 
 }  // namespace dcp::inline DCP_ABI_NAMESPACE

@@ -72,6 +72,11 @@ struct step_plan {
   /// The Ulysses degree u inside every hybrid micro-step's group (hybrid_ulysses_degree of the
   /// model and cluster; the ring runs over degree / u sub-groups): 0 when none is hybrid.
   std::int64_t hybrid_ulysses_degree = 0;
+  /// Every rank runs the same number of micro-steps, one per round, the barriers opening the
+  /// rounds; ranks without work in a round run an empty micro-step (no samples), which still
+  /// runs the collectives of every micro-step (ZeRO-3's parameter gathers). make_lockstep
+  /// (plan/lockstep.hpp) makes a plan so; check_lockstep checks the claim.
+  bool lockstep = false;
   std::string policy{};  ///< the placement that produced it
   std::uint64_t fingerprint = 0;
 
@@ -157,6 +162,7 @@ class fnv1a {
   // barriers hashes as before they existed.
   for (auto b : plan.barriers) h.i64(b);
   if (plan.hybrid_ulysses_degree != 0) h.i64(plan.hybrid_ulysses_degree);  // likewise
+  if (plan.lockstep) h.i64(-1);  // likewise: ranks must agree to pad
   return h.value();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dcp/error.hpp"
+#include "dcp/plan/lockstep.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/runtime/communicator.hpp"
 #include "dcp/runtime/group_cache.hpp"
@@ -28,6 +29,10 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
 ///     recompute setting r, multiplying the micro-batch's mean loss by s, accumulating gradients.
 ///  2. Semantics: a failure throws (run_step adds the rank and micro-step); gradients are only
 ///     all-reduced after the step, by the framework, so run order within a rank is the plan's.
+///     An empty micro-step (no sample ids, loss scale 0: a lockstep plan's padding,
+///     plan/lockstep.hpp) trains nothing but must issue the collectives every micro-step issues
+///     on this rank (ZeRO-3 / FSDP: the layers' parameter gathers and gradient reduce-scatters,
+///     e.g. by running the model on an empty batch), or the other ranks wait in them.
 ///  3. Optional, for plans with hybrid micro-steps (sequence_parallel::hybrid):
 ///     `e.run(m, hybrid_groups<G>{whole, ulysses, ring}, r, s)` -> `execution_report`: the same,
 ///     with the all-to-alls over `ulysses` (node-local) and ring attention over `ring`
@@ -66,7 +71,8 @@ class step_error : public error {
 /// order (plan.steps_of(rank)), each on its group, joining a world all-gather at each of the
 /// plan's barriers (collective). Returns one report per micro-step run, in that order. An executor
 /// exception becomes step_error naming the rank and the micro-step; a micro-step whose group is not
-/// an aligned group inside the world throws dcp::error on every rank before any runs.
+/// an aligned group inside the world, or a plan that says it is in lockstep and is not, throws
+/// dcp::error on every rank before any runs.
 template <communicator C, class E>
   requires micro_batch_executor<E, typename group_cache<C>::group_type>
 std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const step_plan& plan,
@@ -106,6 +112,12 @@ std::vector<execution_report> run_step(C& comm, group_cache<C>& cache, const ste
                     " with plan.hybrid_ulysses_degree = " + std::to_string(u) +
                     ", must be a power of two in [2, degree)");
     }
+  }
+  // A plan that says it is in lockstep must be one: otherwise ranks would wait in collectives
+  // (ZeRO-3's gathers) that some never join. Every rank holds the same plan: all throw or none.
+  if (plan.lockstep) {
+    const auto why = lockstep_violation(plan);
+    if (!why.empty()) throw error("run_step: plan.lockstep is set, but " + why);
   }
   cache.prepare(plan);
   std::vector<execution_report> reports;

@@ -31,6 +31,35 @@ enum class precision : std::uint8_t { bf16_mixed };
 ///  - automatic: a training-level choice only, never a micro-batch's.
 enum class sequence_parallel : std::uint8_t { ulysses, ring, hybrid, automatic };
 enum class loss_normalisation : std::uint8_t { tokens, samples };
+/// Whether every rank runs the same number of micro-steps, round by round (docs/planner.md,
+/// "Lockstep"). A training stack that issues collectives over the whole sharding group in every
+/// micro-step (ZeRO-3 and FSDP's FULL_SHARD gather each layer's parameters in forward and
+/// backward and reduce-scatter its gradients) deadlocks or idles when ranks run different counts.
+///  - automatic: on with ZeRO-3, off otherwise.
+///  - on: always (e.g. FSDP SHARD_GRAD_OP or ZeRO-2 reducing gradients every micro-step).
+///  - off: ranks run as many micro-steps as their work needs (DDP with no_sync, ZeRO-1 and 2 that
+///    reduce once per step); invalid with ZeRO-3.
+enum class lockstep_mode : std::uint8_t { automatic, on, off };
+
+[[nodiscard]] constexpr std::string_view to_string(lockstep_mode mode) noexcept {
+  switch (mode) {
+    case lockstep_mode::automatic:
+      return "auto";
+    case lockstep_mode::on:
+      return "on";
+    case lockstep_mode::off:
+      return "off";
+  }
+  return "unknown";
+}
+
+/// The mode named `text` ("auto", "on", "off"), or nullopt.
+[[nodiscard]] constexpr std::optional<lockstep_mode> parse_lockstep_mode(
+    std::string_view text) noexcept {
+  for (auto mode : {lockstep_mode::automatic, lockstep_mode::on, lockstep_mode::off})
+    if (to_string(mode) == text) return mode;
+  return std::nullopt;
+}
 
 [[nodiscard]] constexpr std::string_view to_string(sequence_parallel sp) noexcept {
   switch (sp) {
@@ -93,6 +122,13 @@ struct training_spec {
   sequence_parallel sp = sequence_parallel::ulysses;
   loss_normalisation normalise_by = loss_normalisation::tokens;
   bool chunked_cross_entropy = false;  ///< fused/chunked CE: no full logits tensor
+  lockstep_mode lockstep = lockstep_mode::automatic;
+
+  /// Whether plans must be in lockstep (lockstep_mode): on, or automatic under ZeRO-3.
+  [[nodiscard]] bool runs_in_lockstep() const noexcept {
+    return lockstep == lockstep_mode::on ||
+           (lockstep == lockstep_mode::automatic && zero_stage == 3);
+  }
 
   /// Bytes kept free per GPU on this cluster.
   [[nodiscard]] double headroom(const cluster_spec& cluster) const noexcept {
@@ -100,7 +136,8 @@ struct training_spec {
   }
 
   /// Throws invalid_spec naming the first bad field, its value and the limit: an unknown
-  /// precision, sequence-parallel style or loss normalisation; a ZeRO stage outside [0, 3];
+  /// precision, sequence-parallel style, loss normalisation or lockstep mode; a ZeRO stage outside
+  /// [0, 3]; lockstep off under ZeRO-3;
   /// headroom_bytes or runtime_reserve_bytes not finite and >= 0; headroom_fraction outside
   /// [0, 1); a headroom that leaves nothing of the capacity, or a runtime reserve that leaves
   /// nothing of the memory budget.
@@ -119,6 +156,14 @@ struct training_spec {
     if (zero_stage < 0 || zero_stage > 3)
       throw invalid_spec("training: zero_stage = " + std::to_string(zero_stage) +
                          ", must be in [0, 3]");
+    if (static_cast<unsigned>(lockstep) > static_cast<unsigned>(lockstep_mode::off))
+      throw invalid_spec("training: lockstep = " + std::to_string(static_cast<unsigned>(lockstep)) +
+                         ", must be auto, on or off");
+    if (lockstep == lockstep_mode::off && zero_stage == 3)
+      throw invalid_spec(
+          "training: lockstep = off with zero_stage = 3: ZeRO-3 gathers every layer's parameters "
+          "over the whole world in every micro-step, so every rank must run the same number of "
+          "micro-steps (use auto or on)");
     detail::require_finite_non_negative(headroom_bytes, "training: ", "headroom_bytes");
     if (!(headroom_fraction >= 0) || headroom_fraction >= 1)
       throw invalid_spec("training: headroom_fraction = " + detail::number_text(headroom_fraction) +
@@ -147,7 +192,7 @@ struct training_spec {
 inline std::ostream& operator<<(std::ostream& os, const training_spec& t) {
   return os << "training{bf16 mixed, zero=" << t.zero_stage << ", headroom max("
             << t.headroom_bytes / gib << " GiB, " << t.headroom_fraction * 100 << " %), sp=" << t.sp
-            << ", normalise by " << t.normalise_by << '}';
+            << ", normalise by " << t.normalise_by << ", lockstep " << to_string(t.lockstep) << '}';
 }
 
 /// How much activation recomputation a micro-batch uses: `layers` of the model's blocks are

@@ -23,6 +23,7 @@
 
 #include "dcp/detail/checked.hpp"
 #include "dcp/error.hpp"
+#include "dcp/plan/lockstep.hpp"
 #include "dcp/plan/step_plan.hpp"
 #include "dcp/plan/validate_batch.hpp"
 #include "dcp/sim/truth_model.hpp"
@@ -168,6 +169,17 @@ inline void check_plan(const step_plan& plan, std::span<const sample> batch,
             " (the largest power of two dividing the " + std::to_string(truth.model().heads) +
             " heads within a node): it simulates only that split");
     }
+  }
+  // ZeRO-3's gathers synchronise the world in every micro-step: a rank with fewer micro-steps
+  // than another would leave it waiting in a gather forever.
+  if (plan.lockstep || truth.training().runs_in_lockstep()) {
+    const auto why = lockstep_violation(plan);
+    if (!why.empty())
+      throw invalid_spec(std::string("simulate: ") +
+                         (plan.lockstep ? "plan.lockstep is set, but "
+                                        : "the training runs in lockstep (ZeRO-3 or lockstep on), "
+                                          "and the plan is not: ") +
+                         why + " (dcp::make_lockstep puts a plan in rounds)");
   }
 }
 

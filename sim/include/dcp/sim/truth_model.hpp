@@ -206,6 +206,12 @@ struct micro_step_parts {
   double host_seconds = 0;              ///< the host's time to issue the kernels
   double inter_node_bytes = 0;          ///< per GPU through its NIC
   double nic_bandwidth = 0;             ///< the uncontended per-GPU NIC rate
+  /// ZeRO-3's parameter all-gathers (forward, backward) and gradient reduce-scatter over the
+  /// world, in every micro-step (0 under ZeRO 0-2). Prefetched one layer ahead, they hide behind
+  /// the layers' compute: the micro-step lasts at least this long, plus the first layer's gather,
+  /// which nothing hides (exposed_gather_seconds, a 1 / layers share).
+  double gather_seconds = 0;
+  double exposed_gather_seconds = 0;
   std::int64_t collectives = 0;
   bool crosses_nodes = false;
 
@@ -225,7 +231,8 @@ struct micro_step_parts {
   /// Duration when this GPU's share of its node's NICs is `nic_rate` bytes/s: the device's
   /// time, or the host's where issuing the kernels takes longer.
   [[nodiscard]] double seconds_at(double nic_rate) const noexcept {
-    return std::max(host_seconds, device_seconds_at(nic_rate));
+    return std::max({host_seconds, device_seconds_at(nic_rate), gather_seconds}) +
+           exposed_gather_seconds;
   }
   /// Duration with the NIC to itself.
   [[nodiscard]] double seconds() const noexcept { return seconds_at(nic_bandwidth); }
@@ -395,32 +402,33 @@ class truth_model {
 
   /// Gradient synchronisation at the end of the step over `gpus` ranks (§3.7): all-reduce for
   /// ZeRO 0 (NVLink SHARP inside a node, ring across nodes), reduce-scatter + all-gather for
-  /// ZeRO 1-2, and for ZeRO 3 the reduce-scatter plus the forward and backward parameter
-  /// all-gathers (once per step). Not overlapped with the backward pass.
+  /// ZeRO 1-2; 0 for ZeRO 3, whose gathers and reduce-scatters run in every micro-step
+  /// (parameter_gather_seconds, micro_step_parts::gather_seconds). Not overlapped with the
+  /// backward pass.
   [[nodiscard]] double gradient_sync_seconds(std::int64_t gpus) const noexcept {
     if (gpus <= 1) return 0.0;
-    const double n = static_cast<double>(gpus);
-    const auto gpn = cluster_.gpus_per_node;
-    const double nodes = static_cast<double>((gpus + gpn - 1) / gpn);
-    const double bytes = 2.0 * static_cast<double>(model_.total_params());  // BF16
-    const bool multi_node = nodes > 1;
-    // Ring steps: a fraction nodes/n of the hops leave a node.
-    const double network_share = multi_node ? nodes / n : 0.0;
-    const auto latency = [&](double steps) {
-      return collective_latency(steps * (1.0 - network_share), steps * network_share);
-    };
-    // Across nodes every ring leaves through a different NIC: busbw = NICs x per-NIC (§1.2 [D]).
-    const double ring_bandwidth = multi_node ? node_nic_bandwidth() : cluster_.nvlink_bandwidth;
     if (training_.zero_stage == 0) {
+      const double n = static_cast<double>(gpus);
+      const bool multi_node = gpus > cluster_.gpus_per_node;
       const double bandwidth =
           multi_node ? node_nic_bandwidth() : constants_.nvls_allreduce_bandwidth;
-      return latency(2.0 * (n - 1.0)) + 2.0 * (n - 1.0) / n * bytes / bandwidth;
+      return world_latency(gpus, 2.0 * (n - 1.0)) +
+             2.0 * (n - 1.0) / n * parameter_bytes() / bandwidth;
     }
-    const double one = latency(n - 1.0) + (n - 1.0) / n * bytes / ring_bandwidth;
-    return (training_.zero_stage == 3 ? 3.0 : 2.0) * one;
+    if (training_.zero_stage == 3) return 0.0;  // in every micro-step: parameter_gather_seconds
+    return 2.0 * ring_pass_seconds(gpus);
   }
   [[nodiscard]] double gradient_sync_seconds() const noexcept {
     return gradient_sync_seconds(cluster_.gpus);
+  }
+  /// ZeRO-3's collectives in every micro-step on `gpus` GPUs: each layer's parameters
+  /// all-gathered in forward and in backward, its gradients reduce-scattered (three ring passes
+  /// of the BF16 parameters); 0 under ZeRO 0-2.
+  [[nodiscard]] double parameter_gather_seconds(std::int64_t gpus) const noexcept {
+    return training_.zero_stage == 3 && gpus > 1 ? 3.0 * ring_pass_seconds(gpus) : 0.0;
+  }
+  [[nodiscard]] double parameter_gather_seconds() const noexcept {
+    return parameter_gather_seconds(cluster_.gpus);
   }
 
   // ---- memory ------------------------------------------------------------------------------
@@ -589,6 +597,26 @@ class truth_model {
                  constants_.logits_bytes_per_entry});
   }
 
+  [[nodiscard]] double parameter_bytes() const noexcept {
+    return 2.0 * static_cast<double>(model_.total_params());  // BF16
+  }
+  /// NCCL latency of `steps` ring steps over `gpus` GPUs: a fraction nodes / gpus of the hops
+  /// leave a node.
+  [[nodiscard]] double world_latency(std::int64_t gpus, double steps) const noexcept {
+    const auto gpn = cluster_.gpus_per_node;
+    const double nodes = static_cast<double>((gpus + gpn - 1) / gpn);
+    const double network_share = nodes > 1 ? nodes / static_cast<double>(gpus) : 0.0;
+    return collective_latency(steps * (1.0 - network_share), steps * network_share);
+  }
+  /// One ring pass (all-gather or reduce-scatter) of the BF16 parameters over `gpus` GPUs.
+  /// Across nodes every ring leaves through a different NIC: busbw = NICs x per-NIC (§1.2 [D]).
+  [[nodiscard]] double ring_pass_seconds(std::int64_t gpus) const noexcept {
+    const double n = static_cast<double>(gpus);
+    const bool multi_node = gpus > cluster_.gpus_per_node;
+    const double ring_bandwidth = multi_node ? node_nic_bandwidth() : cluster_.nvlink_bandwidth;
+    return world_latency(gpus, n - 1.0) + (n - 1.0) / n * parameter_bytes() / ring_bandwidth;
+  }
+
   [[nodiscard]] dcp::sim::micro_step_parts parts(const micro_batch_shape& s,
                                                  const execution_config& c,
                                                  const group_layout& layout) const noexcept {
@@ -701,6 +729,8 @@ class truth_model {
     out.overhead_seconds =
         kernels * constants_.kernel_launch_seconds + constants_.framework_seconds;
     out.host_seconds = kernels * constants_.host_seconds_per_kernel;
+    out.gather_seconds = parameter_gather_seconds(cluster_.gpus);
+    out.exposed_gather_seconds = out.gather_seconds / layers;
     return out;
   }
 
