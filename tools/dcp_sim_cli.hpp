@@ -81,7 +81,7 @@ Options (defaults in brackets):
   --policies LIST     comma-separated: dcp,static,paper-baseline,megatron-dcp,videosys-dcp,
                       flexsp,verl,wlb-llm,dcp-calibrated,megatron-static,
                       megatron-static-sel,ulysses-static,megatron-dcp-tuned,
-                      verl-hybrid,paper-baseline-lpt,wlb-llm-delay  [all]
+                      verl-hybrid,paper-baseline-lpt,wlb-llm-delay,dcp-delay  [all]
   --host-cost S|HOST  the framework's host (CPU) seconds to issue one kernel, for the
                       simulated hardware and the planner's model alike, or a named host:
                       x86 (13.5e-6, a torch Linear on an x86 H100 DGX), grace (91.1e-6, fitted

@@ -173,6 +173,11 @@ inline std::vector<evaluation::policy_entry> make_policies(
     std::int64_t context = 2;
     for (const auto& kind : kinds) context = std::max(context, kind.tokens);
     all.push_back(evaluation::wlb_llm_with_outlier_delay(*cost, context));
+    // Ours behind the same delay: what holding the long documents does to ours.
+    auto thresholds = baselines::wlb_default_thresholds(context);
+    auto note = "ours behind WLB-LLM's " + evaluation::outlier_delay_note(thresholds, 0);
+    all.push_back(evaluation::with_outlier_delay(
+        DataCentricScheduler<>(*cost), std::move(thresholds), 0, "dcp-delay", std::move(note)));
   }
   if (wanted.empty()) return all;
   // A policy's noise follows from its name (evaluation::noise_seed), so a run of a few policies
@@ -422,8 +427,15 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc,
       line << std::fixed << std::setprecision(1) << 100.0 * p.delayed_share
            << " % of drawn tokens trained in a later step (mean " << p.mean_delay_steps
            << " steps per delayed token, " << std::setprecision(2) << p.mean_delay_steps_per_token
-           << " per trained token, max " << p.max_delay_steps << "); " << p.tokens_queued_at_end
-           << " tokens still queued at the end: not trained, not in tokens/s";
+           << " per trained token, max " << p.max_delay_steps << "); ";
+      if (p.drain_steps > 0)
+        line << p.drain_steps << (p.drain_steps == 1 ? " drain step" : " drain steps")
+             << " after the last trained what was still queued (in its time and tokens/s)";
+      else
+        line << "no drain steps";
+      if (p.tokens_queued_at_end > 0)
+        line << "; " << p.tokens_queued_at_end
+             << " tokens still queued at the end: not trained, not in tokens/s";
       os << "  " << printable(p.name) << ": " << line.str() << "\n";
     }
   if (const auto* ours = evaluation::detail::find(r.policies, "dcp");
@@ -484,7 +496,8 @@ inline void write_results_json(std::ostream& os, const std::vector<evaluation::s
            << ",\"mean_delay_steps\":" << number(p.mean_delay_steps)
            << ",\"mean_delay_steps_per_token\":" << number(p.mean_delay_steps_per_token)
            << ",\"max_delay_steps\":" << p.max_delay_steps
-           << ",\"tokens_queued_at_end\":" << p.tokens_queued_at_end;
+           << ",\"tokens_queued_at_end\":" << p.tokens_queued_at_end
+           << ",\"drain_steps\":" << p.drain_steps;
       if (!p.note.empty()) os << ",\"note\":" << string(p.note);
       os << "}";
     }
