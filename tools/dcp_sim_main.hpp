@@ -42,6 +42,20 @@ namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
 namespace sim_detail {
 
+/// `megatron-dcp` as a Megatron user sizes it for the scenario: its cap by the rule Megatron
+/// documents (baselines::megatron_dynamic_cp_user_layout), from the workload's longest sample
+/// kind and the CP of megatron-static, judged on the simulated hardware (the truth model).
+inline baselines::user_layout<baselines::megatron_dynamic_cp> megatron_dcp_as_documented(
+    const evaluation::scenario& sc) {
+  const sim::truth_model truth(sc.model, sc.cluster, sc.training, sc.truth);
+  const auto peak = [&truth](const micro_batch_shape& shape, const execution_config& config) {
+    return truth.peak_bytes(shape, config);
+  };
+  const auto kinds = sc.sample_kinds.empty() ? sc.draw(sc.seed) : sc.sample_kinds;
+  return baselines::megatron_dynamic_cp_user_layout(
+      sc.model, sc.cluster, sc.training, kinds, sc.tokens_per_step, peak, truth.capacity_bytes());
+}
+
 /// The policies every scenario is run with, planning with the analytic cost model.
 /// With `skipped`, a user static layout whose rule finds no layout for the scenario is left out
 /// and named there with the reason (the matrix runs every cell); without it, that is an error.
@@ -76,8 +90,10 @@ inline std::vector<evaluation::policy_entry> make_policies(
   // Every peer gets the same recompute strategy as ours where it takes one (VideoSys and the
   // paper baseline choose their own), and the bucketing its algorithm expects.
   add_peer("paper-baseline", video_buckets{}, baselines::paper_baseline{});
-  add_peer("megatron-dcp", varlen_buckets{}, baselines::megatron_dynamic_cp{},
-           "--max-seqlen-per-dp-cp-rank 2048, the documented example's value");
+  {
+    auto documented = megatron_dcp_as_documented(sc);
+    add_peer("megatron-dcp", varlen_buckets{}, documented.layout, std::move(documented.reason));
+  }
   baselines::videosys_dcp videosys;
   videosys.shuffle = true;  // the benchmark's sampler
   videosys.min_gas = 2;     // train.py's default (DCP-inter)
@@ -151,6 +167,10 @@ inline std::vector<evaluation::policy_entry> make_policies(
                                             sc.tokens_per_step, peak, truth.capacity_bytes());
     });
   }
+  // The peer as its example runs it, on every workload: the 8K-token text example's cap.
+  add_peer("megatron-dcp-2048", varlen_buckets{}, baselines::megatron_dynamic_cp{},
+           "--max-seqlen-per-dp-cp-rank 2048, the value of Megatron's example "
+           "(examples/dynamic_context_parallel: 8,192-token sequences at CP 4) on any workload");
   // Named variants: a peer strengthened by us (docs/baselines.md, "what is ours").
   {
     baselines::megatron_dynamic_cp tuned;
