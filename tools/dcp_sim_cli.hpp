@@ -83,8 +83,9 @@ Options (defaults in brackets):
   --seed S            seed of the first step's batch, 0..2^64-1  [1]
   --policies LIST     comma-separated: dcp,static,paper-baseline,megatron-dcp,videosys-dcp,
                       flexsp,verl,wlb-llm,dcp-calibrated,megatron-static,
-                      megatron-static-sel,ulysses-static,megatron-dcp-tuned,
-                      verl-hybrid,paper-baseline-lpt,wlb-llm-delay  [all]
+                      megatron-static-sel,ulysses-static,megatron-dcp-2048,
+                      megatron-dcp-tuned,verl-hybrid,paper-baseline-lpt,wlb-llm-delay,
+                      dcp-delay  [all]
   --host-cost S|HOST  the framework's host (CPU) seconds to issue one kernel, for the
                       simulated hardware and the planner's model alike, or a named host:
                       x86 (13.5e-6, a torch Linear on an x86 H100 DGX), grace (91.1e-6, fitted

@@ -42,6 +42,20 @@ namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
 namespace sim_detail {
 
+/// `megatron-dcp` as a Megatron user sizes it for the scenario: its cap by the rule Megatron
+/// documents (baselines::megatron_dynamic_cp_user_layout), from the workload's longest sample
+/// kind and the CP of megatron-static, judged on the simulated hardware (the truth model).
+inline baselines::user_layout<baselines::megatron_dynamic_cp> megatron_dcp_as_documented(
+    const evaluation::scenario& sc) {
+  const sim::truth_model truth(sc.model, sc.cluster, sc.training, sc.truth);
+  const auto peak = [&truth](const micro_batch_shape& shape, const execution_config& config) {
+    return truth.peak_bytes(shape, config);
+  };
+  const auto kinds = sc.sample_kinds.empty() ? sc.draw(sc.seed) : sc.sample_kinds;
+  return baselines::megatron_dynamic_cp_user_layout(
+      sc.model, sc.cluster, sc.training, kinds, sc.tokens_per_step, peak, truth.capacity_bytes());
+}
+
 /// The policies every scenario is run with, planning with the analytic cost model.
 /// With `skipped`, a user static layout whose rule finds no layout for the scenario is left out
 /// and named there with the reason (the matrix runs every cell); without it, that is an error.
@@ -76,8 +90,10 @@ inline std::vector<evaluation::policy_entry> make_policies(
   // Every peer gets the same recompute strategy as ours where it takes one (VideoSys and the
   // paper baseline choose their own), and the bucketing its algorithm expects.
   add_peer("paper-baseline", video_buckets{}, baselines::paper_baseline{});
-  add_peer("megatron-dcp", varlen_buckets{}, baselines::megatron_dynamic_cp{},
-           "--max-seqlen-per-dp-cp-rank 2048, the documented example's value");
+  {
+    auto documented = megatron_dcp_as_documented(sc);
+    add_peer("megatron-dcp", varlen_buckets{}, documented.layout, std::move(documented.reason));
+  }
   baselines::videosys_dcp videosys;
   videosys.shuffle = true;  // the benchmark's sampler
   videosys.min_gas = 2;     // train.py's default (DCP-inter)
@@ -151,6 +167,10 @@ inline std::vector<evaluation::policy_entry> make_policies(
                                             sc.tokens_per_step, peak, truth.capacity_bytes());
     });
   }
+  // The peer as its example runs it, on every workload: the 8K-token text example's cap.
+  add_peer("megatron-dcp-2048", varlen_buckets{}, baselines::megatron_dynamic_cp{},
+           "--max-seqlen-per-dp-cp-rank 2048, the value of Megatron's example "
+           "(examples/dynamic_context_parallel: 8,192-token sequences at CP 4) on any workload");
   // Named variants: a peer strengthened by us (docs/baselines.md, "what is ours").
   {
     baselines::megatron_dynamic_cp tuned;
@@ -173,6 +193,11 @@ inline std::vector<evaluation::policy_entry> make_policies(
     std::int64_t context = 2;
     for (const auto& kind : kinds) context = std::max(context, kind.tokens);
     all.push_back(evaluation::wlb_llm_with_outlier_delay(*cost, context));
+    // Ours behind the same delay: what holding the long documents does to ours.
+    auto thresholds = baselines::wlb_default_thresholds(context);
+    auto note = "ours behind WLB-LLM's " + evaluation::outlier_delay_note(thresholds, 0);
+    all.push_back(evaluation::with_outlier_delay(
+        DataCentricScheduler<>(*cost), std::move(thresholds), 0, "dcp-delay", std::move(note)));
   }
   if (wanted.empty()) return all;
   // A policy's noise follows from its name (evaluation::noise_seed), so a run of a few policies
@@ -422,8 +447,15 @@ inline void print_table(std::ostream& os, const evaluation::scenario& sc,
       line << std::fixed << std::setprecision(1) << 100.0 * p.delayed_share
            << " % of drawn tokens trained in a later step (mean " << p.mean_delay_steps
            << " steps per delayed token, " << std::setprecision(2) << p.mean_delay_steps_per_token
-           << " per trained token, max " << p.max_delay_steps << "); " << p.tokens_queued_at_end
-           << " tokens still queued at the end: not trained, not in tokens/s";
+           << " per trained token, max " << p.max_delay_steps << "); ";
+      if (p.drain_steps > 0)
+        line << p.drain_steps << (p.drain_steps == 1 ? " drain step" : " drain steps")
+             << " after the last trained what was still queued (in its time and tokens/s)";
+      else
+        line << "no drain steps";
+      if (p.tokens_queued_at_end > 0)
+        line << "; " << p.tokens_queued_at_end
+             << " tokens still queued at the end: not trained, not in tokens/s";
       os << "  " << printable(p.name) << ": " << line.str() << "\n";
     }
   if (const auto* ours = evaluation::detail::find(r.policies, "dcp");
@@ -484,7 +516,8 @@ inline void write_results_json(std::ostream& os, const std::vector<evaluation::s
            << ",\"mean_delay_steps\":" << number(p.mean_delay_steps)
            << ",\"mean_delay_steps_per_token\":" << number(p.mean_delay_steps_per_token)
            << ",\"max_delay_steps\":" << p.max_delay_steps
-           << ",\"tokens_queued_at_end\":" << p.tokens_queued_at_end;
+           << ",\"tokens_queued_at_end\":" << p.tokens_queued_at_end
+           << ",\"drain_steps\":" << p.drain_steps;
       if (!p.note.empty()) os << ",\"note\":" << string(p.note);
       os << "}";
     }

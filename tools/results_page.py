@@ -91,7 +91,7 @@ def rate_ratio(name, which, a, b, field="tokens_per_s"):
     return value(name, which, a, field) / value(name, which, b, field)
 
 
-def best_other(name, which, exclude=("dcp", "dcp-calibrated", "dcp-fixed-style", "wlb-llm-delay"),
+def best_other(name, which, exclude=("dcp", "dcp-calibrated", "dcp-fixed-style", "dcp-delay", "wlb-llm-delay"),
                field="tokens_per_s"):
     """The policy, not ours, with the most tokens per second."""
     others = [p for p in scenario(name, which)["policies"] if p["name"] not in exclude]
@@ -103,7 +103,8 @@ USER_LAYOUTS = ("megatron-static", "megatron-static-sel", "ulysses-static")
 
 def best_peer(name, which, field="tokens_per_s"):
     """The fastest peer or named variant: neither ours nor a static layout."""
-    return best_other(name, which, ("dcp", "dcp-calibrated", "dcp-fixed-style", "static") + USER_LAYOUTS, field)
+    return best_other(name, which, ("dcp", "dcp-calibrated", "dcp-fixed-style", "dcp-delay", "static") + USER_LAYOUTS,
+                      field)
 
 
 def oom_total(name, which=None):
@@ -185,7 +186,7 @@ def policy_rows(name, which, names, columns):
     return "\n".join(lines)
 
 
-OUR_VARIANTS = ("dcp-fixed-style", "megatron-dcp-tuned", "verl-hybrid", "paper-baseline-lpt")
+OUR_VARIANTS = ("dcp-fixed-style", "megatron-dcp-tuned", "verl-hybrid", "paper-baseline-lpt", "dcp-delay")
 
 
 def side_by_side(names, columns, order=None, leave_out=("wlb-llm-delay",)):

@@ -968,6 +968,31 @@ TEST_CASE("Baselines.WLB.outlier_queues_release_a_level_only_at_n_documents_in_f
   CHECK_THROWS_AS((void)wlb_default_thresholds(1), invalid_spec);
 }
 
+TEST_CASE("Baselines.WLB.outlier_queues_drain_oldest_first_over_levels_within_a_token_limit") {
+  wlb_outlier_queues queues({100, 200});
+  const auto ids = [](const std::vector<sample>& samples) {
+    std::vector<std::uint64_t> out;
+    for (const auto& s : samples) out.push_back(s.id);
+    return out;
+  };
+  // Arrival order 1 (level 1), 2 (level 0), 3 (level 1), 4 (level 0); no level holds 3.
+  CHECK(queues
+            .hold(std::vector<sample>{text_sample(0, 50), text_sample(1, 250), text_sample(2, 150),
+                                      text_sample(3, 300), text_sample(4, 120)})
+            .size() == 1);
+  CHECK(queues.release(3).empty());
+  CHECK(ids(queues.drain(400)) == std::vector<std::uint64_t>{1, 2});  // 250 + 150; 300 would pass
+  CHECK(ids(queues.drain(100)) == std::vector<std::uint64_t>{3});     // one even above the limit
+  CHECK(ids(queues.drain(1000)) == std::vector<std::uint64_t>{4});
+  CHECK(queues.drain(1000).empty());
+  CHECK(queues.queued_tokens() == 0);
+  CHECK_THROWS_AS((void)queues.drain(0), invalid_spec);
+  // A release after a drain still takes the oldest of a level.
+  (void)queues.hold(std::vector<sample>{text_sample(5, 110), text_sample(6, 130)});
+  CHECK(ids(queues.drain(110)) == std::vector<std::uint64_t>{5});
+  CHECK(ids(queues.release(1)) == std::vector<std::uint64_t>{6});
+}
+
 namespace {
 
 /// Llama-3-8B on one H200 node, steps drawn by `draw`.
@@ -1072,6 +1097,82 @@ TEST_CASE("Evaluation.Admission.reports_delayed_and_queued_tokens_of_a_hand_comp
   CHECK(plain.tokens_trained == plain.tokens_drawn);
 }
 
+TEST_CASE("Evaluation.Admission.drain_steps_train_what_is_queued_and_are_charged") {
+  // The hand-computed case above, with a drain: 40000 is still queued after the last step and is
+  // trained in one drain step, one step after it was drawn; the drain's time is charged.
+  const auto sc = admission_scenario(
+      [](std::uint64_t seed) {
+        switch (seed) {
+          case 1:
+            return std::vector<sample>{text_sample(0, 1000), text_sample(1, 20000)};
+          case 2:
+            return std::vector<sample>{text_sample(0, 1500)};
+          case 3:
+            return std::vector<sample>{text_sample(0, 2500), text_sample(1, 30000)};
+          default:
+            return std::vector<sample>{text_sample(0, 1200), text_sample(1, 40000)};
+        }
+      },
+      4);
+  const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
+  const auto make = [&cost](bool drains) {
+    auto entry = plain_entry(cost);
+    entry.name = "held";
+    const auto queues = std::make_shared<wlb_outlier_queues>(std::vector<std::int64_t>{10000});
+    entry.admit = [queues](std::span<const sample> drawn) {
+      auto kept = queues->hold(drawn);
+      const auto released = queues->release(2);
+      kept.insert(kept.end(), released.begin(), released.end());
+      return kept;
+    };
+    if (drains) entry.drain = [queues] { return queues->drain(100000); };
+    return entry;
+  };
+  const auto drained = evaluation::run(sc, {make(true)}).policies[0];
+  const auto undrained = evaluation::run(sc, {make(false)}).policies[0];
+
+  REQUIRE(drained.steps.size() == 5);
+  CHECK(drained.drain_steps == 1);
+  const auto& last = drained.steps.back();
+  CHECK(last.drain);
+  CHECK(last.drawn_tokens == 0);
+  CHECK(last.tokens == 40000);
+  CHECK(last.queued_tokens == 0);
+  CHECK(last.delayed_tokens == 40000);
+  CHECK(last.max_delay_steps == 1);
+  CHECK(last.step_seconds > 0);
+  CHECK(last.bound_seconds > 0);
+  CHECK(drained.tokens_drawn == 96200);
+  CHECK(drained.tokens_trained == drained.tokens_drawn);
+  CHECK(drained.tokens_queued_at_end == 0);
+  CHECK(drained.tokens_delayed == 60000);
+  CHECK(drained.mean_delay_steps == doctest::Approx((40000.0 + 40000.0) / 60000.0));
+  // The drawn steps are the same with or without the drain; the drain adds its step's time.
+  CHECK(undrained.drain_steps == 0);
+  CHECK(undrained.tokens_queued_at_end == 40000);
+  double with = 0, without = 0;
+  for (const auto& s : drained.steps) with += s.step_seconds;
+  for (const auto& s : undrained.steps) without += s.step_seconds;
+  for (std::size_t i = 0; i < undrained.steps.size(); ++i) {
+    CAPTURE(i);
+    CHECK(!drained.steps[i].drain);
+    CHECK(drained.steps[i].step_seconds == undrained.steps[i].step_seconds);
+  }
+  CHECK(with == doctest::Approx(without + last.step_seconds));
+  CHECK(with > without);
+  CHECK(drained.tokens_per_s == doctest::Approx(96200.0 / with));
+
+  // A drain that stops with tokens queued, or one without an admission stage, is an error.
+  auto stops = make(true);
+  stops.drain = [] { return std::vector<sample>{}; };
+  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {stops}), doctest::Contains("still queued"),
+                       error);
+  auto unadmitted = plain_entry(cost);
+  unadmitted.drain = [] { return std::vector<sample>{text_sample(0, 1000)}; };
+  CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {unadmitted}), doctest::Contains("never drawn"),
+                       error);
+}
+
 TEST_CASE("Evaluation.Admission.a_sample_admitted_twice_or_never_drawn_is_an_error") {
   const auto sc = admission_scenario(
       [](std::uint64_t) { return std::vector<sample>{text_sample(0, 1000)}; }, 2);
@@ -1099,7 +1200,8 @@ TEST_CASE("Evaluation.Admission.a_sample_admitted_twice_or_never_drawn_is_an_err
   CHECK_THROWS_WITH_AS((void)evaluation::run(sc, {changed}), doctest::Contains("differs"), error);
 }
 
-TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_once_or_queued_at_the_end") {
+TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_exactly_once_drain_included") {
+  std::int64_t drained_anywhere = 0;
   for (std::uint64_t seed : {1, 7}) {
     CAPTURE(seed);
     auto sc = admission_scenario(
@@ -1116,8 +1218,9 @@ TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_once_or_queued_at_th
     options.micro_batches = 2;
     auto entry = evaluation::wlb_llm_with_outlier_delay(cost, 65'536, options);
     CHECK(entry.name == "wlb-llm-delay");
+    REQUIRE(entry.drain);
     std::map<std::uint64_t, sample> drawn, trained;
-    std::int64_t step = 0;
+    std::int64_t step = 0, drained = 0;
     std::map<std::uint64_t, std::int64_t> drawn_step, trained_step;
     entry.admit = [inner = entry.admit, &drawn, &trained, &drawn_step, &trained_step,
                    &step](std::span<const sample> batch) {
@@ -1133,31 +1236,55 @@ TEST_CASE("Evaluation.WLBDelay.every_drawn_token_is_trained_once_or_queued_at_th
       ++step;
       return out;
     };
+    entry.drain = [inner = entry.drain, &trained, &trained_step, &step, &drained] {
+      auto out = inner();
+      for (const auto& s : out) {
+        CHECK(trained.emplace(s.id, s).second);  // trained once, drain steps included
+        trained_step.emplace(s.id, step);
+        drained += s.tokens;
+      }
+      ++step;
+      return out;
+    };
     const auto result = evaluation::run(sc, {entry});
     const auto& p = result.policies[0];
-    std::int64_t queued = 0, delayed = 0, late_steps = 0;
+    std::int64_t delayed = 0, late_steps = 0;
     for (const auto& [id, s] : drawn) {
-      if (!trained.count(id)) {
-        queued += s.tokens;
-        CHECK(s.tokens >= 16384);  // only outliers wait
-        continue;
-      }
+      REQUIRE(trained.count(id) == 1);  // nothing is left untrained
       CHECK(trained.at(id) == s);
       const auto waited = trained_step.at(id) - drawn_step.at(id);
       if (waited > 0) {
-        CHECK(s.tokens >= 16384);
+        CHECK(s.tokens >= 16384);  // only outliers wait
         delayed += s.tokens;
         late_steps += waited * s.tokens;
       }
     }
-    CHECK(p.tokens_queued_at_end == queued);
-    CHECK(p.tokens_trained + queued == p.tokens_drawn);
+    CHECK(trained.size() == drawn.size());
+    CHECK(p.tokens_queued_at_end == 0);
+    CHECK(p.tokens_trained == p.tokens_drawn);
     CHECK(p.tokens_delayed == delayed);
     CHECK(p.mean_delay_steps ==
           doctest::Approx(delayed > 0 ? double(late_steps) / double(delayed) : 0.0));
     CHECK(p.tokens_delayed > 0);  // the case exercises a release
+    CHECK((p.drain_steps > 0) == (drained > 0));
+    CHECK(static_cast<std::int64_t>(p.steps.size()) == sc.steps + p.drain_steps);
     CHECK(p.oom_events == 0);
+    drained_anywhere += drained;
+
+    // The drain steps' time is charged: the same entry without its drain runs the drawn steps
+    // alike and leaves the drained tokens queued.
+    auto undrained_entry = evaluation::wlb_llm_with_outlier_delay(cost, 65'536, options);
+    undrained_entry.drain = {};
+    const auto undrained = evaluation::run(sc, {undrained_entry}).policies[0];
+    CHECK(undrained.tokens_queued_at_end == drained);
+    CHECK(undrained.drain_steps == 0);
+    double with = 0, without = 0;
+    for (const auto& s : p.steps) with += s.step_seconds;
+    for (const auto& s : undrained.steps) without += s.step_seconds;
+    if (drained > 0) CHECK(with > without);
+    CHECK(p.tokens_per_s == doctest::Approx(static_cast<double>(p.tokens_drawn) / with));
   }
+  CHECK(drained_anywhere > 0);  // the case exercises a drain
 }
 
 // ---- the paper's baseline --------------------------------------------------------------------

@@ -262,6 +262,43 @@ TEST_CASE("Baselines.UserStatic.the_rule_takes_the_next_degree_where_one_runs_ou
                   invalid_spec);
 }
 
+TEST_CASE("Baselines.UserStatic.megatron_dcp_cap_is_megatrons_rule_on_the_video_workload") {
+  // Megatron's rule: --max-seqlen-per-dp-cp-rank = max sequence length / CP size, here the
+  // longest clip over the CP of the Megatron run a user configures (megatron-static's).
+  const std::vector<std::string_view> args{"--model",  "stdit3-xl", "--workload",
+                                           "opensora", "--steps",   "1"};
+  const auto sc = tool::sim_detail::make_scenarios(tool::parse_sim_arguments(args)).front();
+  const sim::truth_model truth(sc.model, sc.cluster, sc.training, sc.truth);
+  const auto kinds = sc.sample_kinds.empty() ? sc.draw(sc.seed) : sc.sample_kinds;
+  std::int64_t longest = 0;
+  for (const auto& k : kinds) longest = std::max(longest, k.tokens);
+  const auto cp =
+      megatron_user_layout(sc.model, sc.cluster, sc.training, kinds, recompute_granularity::full,
+                           sc.tokens_per_step, truth_peak(truth), truth.capacity_bytes())
+          .layout.context_parallel_size;
+  const auto chosen = tool::sim_detail::megatron_dcp_as_documented(sc);
+  CAPTURE(longest);
+  CAPTURE(cp);
+  CHECK(chosen.layout.max_seqlen_per_dp_cp_rank != 2048);
+  CHECK(chosen.layout.max_seqlen_per_dp_cp_rank == (longest + cp - 1) / cp);
+  CHECK(chosen.reason.find("--max-seqlen-per-dp-cp-rank " +
+                           std::to_string(chosen.layout.max_seqlen_per_dp_cp_rank)) !=
+        std::string::npos);
+  // dcp-sim's rows: megatron-dcp with the rule's cap, megatron-dcp-2048 with the example's.
+  const auto policies = tool::sim_detail::make_policies(sc, {"megatron-dcp", "megatron-dcp-2048"});
+  REQUIRE(policies.size() == 2);
+  CHECK(policies[0].note == chosen.reason);
+  CHECK(policies[1].note.find("2048") != std::string::npos);
+  // The rule reproduces the example it documents: 8,192-token sequences at CP 4 give 2,048.
+  const auto peak = [](const micro_batch_shape&, const execution_config& c) {
+    return 100e9 / static_cast<double>(c.degree);
+  };
+  const std::vector<sample> example{text_sample(0, 8192)};
+  CHECK(megatron_dynamic_cp_user_layout(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()),
+                                        training_spec{}, example, 0, peak, 30e9)
+            .layout.max_seqlen_per_dp_cp_rank == 2048);
+}
+
 TEST_CASE("Baselines.UserStatic.a_degree_the_cluster_does_not_allow_is_refused") {
   const analytic_cost_model cost(models::llama3_8b(), hgx_cluster(1, gpus::h200_sxm()),
                                  training_spec{});

@@ -28,9 +28,11 @@
 //  - max_seqlen_per_dp_cp_rank is the knob a Megatron user tunes. The default, 2048, is the
 //    documented one: examples/dynamic_context_parallel's benchmark script
 //    (MAX_SEQLEN_PER_DP_CP_RANK=2048, the README's benchmark); the flag itself
-//    has no default (dynamic CP requires it). Set to 0, it is tuned per batch (our variant,
-//    `megatron-dcp-tuned` in dcp-sim): the capacity C (the most tokens one GPU holds while the
-//    recompute strategy keeps its lightest setting — no recomputation under pyramid_recompute)
+//    has no default (dynamic CP requires it). dcp-sim's `megatron-dcp` row sets it per workload
+//    by the rule Megatron documents, max sequence length / CP size
+//    (megatron_dynamic_cp_user_layout, user_static_rules.hpp). Set to 0, it is tuned per batch (our
+//    variant, `megatron-dcp-tuned` in dcp-sim): the capacity C (the most tokens one GPU holds while
+//    the recompute strategy keeps its lightest setting — no recomputation under pyramid_recompute)
 //    and C/2, C/4, ... (cap_candidates values) are each planned, and the fastest plan by the
 //    cost model is kept — a tuned Megatron, as best_static_placement is a tuned static layout.
 //    (Smaller caps mean higher CP sizes and more waves; Megatron's own example runs 8K

@@ -17,6 +17,9 @@
 //    recompute — a user doubles the token budget until it runs out of memory — capped at a
 //    GPU's share of the step rounded up to a power of two (more would leave groups idle), and
 //    never below ceil(L / degree), so that the longest sample fits its micro-batch.
+//  - Megatron dynamic CP (megatron_dynamic_cp_user_layout): --max-seqlen-per-dp-cp-rank =
+//    the Megatron-style run's --seq-length / --context-parallel-size, the rule Megatron's
+//    documentation gives.
 // batch_tokens = 0 drops the share conditions.
 // "Fits" is judged on the worst window the run can form: for every sample kind, as many
 // copies of it as the window holds (the kinds are the workload's: for text, one L-token
@@ -30,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "dcp/baselines/megatron_dynamic_cp.hpp"
 #include "dcp/baselines/user_static.hpp"
 #include "dcp/error.hpp"
 #include "dcp/placement/input.hpp"
@@ -203,6 +207,42 @@ template <class Peak>
       detail::gib_of(capacity_bytes) + ")";
   if (!tried.empty()) reason += "; SP " + tried;
   return {{degree, per_rank}, std::move(reason)};
+}
+
+/// Megatron-Core dynamic CP (megatron_dynamic_cp) sized as its documentation says:
+/// `--max-seqlen-per-dp-cp-rank` = maximum sequence length / context parallel size, "a good
+/// starting point" (ModelParallelConfig.max_seqlen_per_dp_cp_rank, NVIDIA/Megatron-LM
+/// megatron/core/model_parallel_config.py; the example's 8,192 / CP 4 = 2,048 follows it). The
+/// sequence length and CP size are those of the Megatron run a user configures for the workload,
+/// megatron_user_layout with full recompute: the longest sample kind and the smallest CP that
+/// holds it. Where no CP holds it, the largest allowed degree (the cap then still spreads the
+/// longest sample over every rank dynamic CP may give it). The cap is rounded up, so that the
+/// longest sample fits at that CP.
+template <class Peak>
+[[nodiscard]] user_layout<megatron_dynamic_cp> megatron_dynamic_cp_user_layout(
+    const model_spec& model, const cluster_spec& cluster, const training_spec& training,
+    const std::vector<sample>& kinds, std::int64_t batch_tokens, const Peak& peak,
+    double capacity_bytes) {
+  const auto longest = detail::longest_tokens(kinds);
+  std::int64_t context_parallel = 0;
+  std::string why;
+  try {
+    context_parallel =
+        megatron_user_layout(model, cluster, training, kinds, recompute_granularity::full,
+                             batch_tokens, peak, capacity_bytes)
+            .layout.context_parallel_size;
+    why = "megatron-static's CP";
+  } catch (const invalid_spec&) {
+    context_parallel = allowed_degrees(model, cluster, training.sp).back();
+    why = "the largest allowed degree (no CP holds a full window)";
+  }
+  megatron_dynamic_cp options;
+  options.max_seqlen_per_dp_cp_rank = (longest + context_parallel - 1) / context_parallel;
+  std::string reason =
+      "--max-seqlen-per-dp-cp-rank " + std::to_string(options.max_seqlen_per_dp_cp_rank) +
+      " by Megatron's documented rule, max sequence length / CP size: " + std::to_string(longest) +
+      " tokens (the longest sample) / CP " + std::to_string(context_parallel) + " (" + why + ")";
+  return {options, std::move(reason)};
 }
 
 }  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

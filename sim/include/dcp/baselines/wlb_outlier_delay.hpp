@@ -16,6 +16,10 @@
 //    completes a level's N-th place runs in its own step (no delay).
 //  - Video samples are never held: the mechanism is WLB-LLM's for the documents of a text
 //    corpus, and a clip's grid is one of a few fixed sizes, not a length tail.
+//  - At the end of a run the queues drain (`drain`): documents leave oldest first over every
+//    level, whatever the levels hold, in batches of at most a step's tokens, so that every drawn
+//    document is trained and its time is charged (the paper trains for a fixed number of steps
+//    and says nothing of what is queued when training stops).
 // The queues keep samples as given, ids included: ids must be unique across the steps they span
 // (evaluation::run gives an admitting policy run-unique ids).
 
@@ -72,6 +76,7 @@ class wlb_outlier_queues {
                            std::to_string(i - 1) + "] = " + std::to_string(thresholds_[i - 1]));
     }
     queues_.resize(thresholds_.size());
+    arrivals_.resize(thresholds_.size());
   }
 
   [[nodiscard]] const std::vector<std::int64_t>& thresholds() const noexcept { return thresholds_; }
@@ -89,10 +94,12 @@ class wlb_outlier_queues {
     std::vector<sample> kept;
     kept.reserve(drawn.size());
     for (const auto& s : drawn) {
-      if (const auto level = level_of(s))
+      if (const auto level = level_of(s)) {
         queues_[*level].push_back(s);
-      else
+        arrivals_[*level].push_back(next_arrival_++);
+      } else {
         kept.push_back(s);
+      }
     }
     return kept;
   }
@@ -105,11 +112,42 @@ class wlb_outlier_queues {
                          ", must be >= 1");
     const auto count = static_cast<std::size_t>(n);
     std::vector<sample> out;
-    for (auto& queue : queues_)
+    for (std::size_t level = 0; level < queues_.size(); ++level) {
+      auto& queue = queues_[level];
+      auto& arrivals = arrivals_[level];
+      const auto n_oldest = static_cast<std::ptrdiff_t>(count);
       while (queue.size() >= count) {
-        out.insert(out.end(), queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(count));
-        queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(count));
+        out.insert(out.end(), queue.begin(), queue.begin() + n_oldest);
+        queue.erase(queue.begin(), queue.begin() + n_oldest);
+        arrivals.erase(arrivals.begin(), arrivals.begin() + n_oldest);
       }
+    }
+    return out;
+  }
+
+  /// The end of a run: queued documents regardless of the levels' counts, oldest first over
+  /// every level, as many as fit in `max_tokens` in that order (the first always, so that each
+  /// call makes progress); empty when nothing is queued. Throws invalid_spec for max_tokens < 1.
+  [[nodiscard]] std::vector<sample> drain(std::int64_t max_tokens) {
+    if (max_tokens < 1)
+      throw invalid_spec("wlb_outlier_queues::drain: max_tokens = " + std::to_string(max_tokens) +
+                         ", must be >= 1");
+    std::vector<sample> out;
+    std::int64_t tokens = 0;
+    for (;;) {
+      std::optional<std::size_t> oldest;
+      for (std::size_t level = 0; level < queues_.size(); ++level)
+        if (!arrivals_[level].empty() &&
+            (!oldest || arrivals_[level].front() < arrivals_[*oldest].front()))
+          oldest = level;
+      if (!oldest) break;
+      const auto& next = queues_[*oldest].front();
+      if (!out.empty() && tokens + next.tokens > max_tokens) break;
+      tokens += next.tokens;
+      out.push_back(next);
+      queues_[*oldest].pop_front();
+      arrivals_[*oldest].pop_front();
+    }
     return out;
   }
 
@@ -129,6 +167,8 @@ class wlb_outlier_queues {
  private:
   std::vector<std::int64_t> thresholds_;
   std::vector<std::deque<sample>> queues_;
+  std::vector<std::deque<std::uint64_t>> arrivals_;  ///< per level, each document's arrival number
+  std::uint64_t next_arrival_ = 0;
 };
 
 }  // namespace dcp::inline DCP_ABI_NAMESPACE::baselines

@@ -44,6 +44,13 @@ struct policy_entry {
   /// and simulates what it returns; every returned sample must be one drawn and not yet trained,
   /// unchanged. Without it the policy trains the drawn batch as drawn.
   std::function<std::vector<sample>(std::span<const sample>)> admit{};
+  /// Optional drain, for a policy with an admission stage: after the run's last step, `run`
+  /// calls it until it returns an empty batch, and trains each batch it returns in one more step
+  /// (a drain step), planned, simulated and counted like any other. It returns samples still
+  /// held, released whatever its thresholds say, so that the policy trains every drawn token and
+  /// its tokens/s is on the same tokens as everyone's. Without it, what is held at the end stays
+  /// untrained (tokens_queued_at_end).
+  std::function<std::vector<sample>()> drain{};
   /// Which draw of its name's noise the policy gets: 0, its own; k > 0, the k-th further draw
   /// (a policy named twice in one run is simulated twice with different noise). The noise never
   /// depends on the policy's place in a list (noise_seed).
@@ -134,6 +141,7 @@ struct step_record {
   std::int64_t delay_token_steps = 0;  ///< sum over those of tokens x steps waited
   std::int64_t max_delay_steps = 0;    ///< the longest wait among them
   std::int64_t queued_tokens = 0;      ///< drawn up to this step and not yet trained, after it
+  bool drain = false;  ///< a drain step after the run's last (policy_entry::drain): drew nothing
 };
 
 struct policy_result {
@@ -169,9 +177,13 @@ struct policy_result {
   double mean_delay_steps = 0;            ///< token-weighted, over the delayed tokens
   double mean_delay_steps_per_token = 0;  ///< token-weighted, over every trained token
   std::int64_t max_delay_steps = 0;
-  /// Drawn but still held when the run ended: never trained, so in neither tokens_trained nor
-  /// tokens_per_s, and their wait is in no delay figure.
+  /// Drawn but still held when the run ended, after any drain steps: never trained, so in
+  /// neither tokens_trained nor tokens_per_s, and their wait is in no delay figure. 0 for a
+  /// policy that drains.
   std::int64_t tokens_queued_at_end = 0;
+  /// Steps after the run's last that trained what was still held (policy_entry::drain): their
+  /// time and tokens are in every figure above, and they count among `steps`.
+  std::int64_t drain_steps = 0;
 };
 
 struct scenario_result {
@@ -246,6 +258,8 @@ class admission_ledger {
     record.queued_tokens = queued_tokens_;
   }
 
+  [[nodiscard]] std::int64_t queued_tokens() const noexcept { return queued_tokens_; }
+
  private:
   struct pending {
     std::int64_t step = 0;
@@ -293,8 +307,9 @@ inline void summarise(scenario_result& result) {
       p.oom_events += s.oom_events;
     }
     std::int64_t token_steps = 0;
-    p.tokens_drawn = p.tokens_trained = p.tokens_delayed = p.max_delay_steps = 0;
+    p.tokens_drawn = p.tokens_trained = p.tokens_delayed = p.max_delay_steps = p.drain_steps = 0;
     for (const auto& s : p.steps) {
+      p.drain_steps += s.drain ? 1 : 0;
       p.tokens_drawn += s.drawn_tokens;
       p.tokens_trained += s.tokens;
       p.tokens_delayed += s.delayed_tokens;
@@ -351,15 +366,76 @@ inline void summarise(scenario_result& result) {
   result.best_static_ceiling = ceiling(best_static);
 }
 
+namespace detail {
+
+/// Plans `trained` with `policy`, simulates the plan with the policy's noise and without, fills
+/// the record's times, memory and planning time (from `start`, so that an admission's time is
+/// in it) and hands the measurements to policy.observe. Returns the noisy simulation.
+inline sim::step_result plan_and_simulate(const policy_entry& policy,
+                                          std::span<const sample> trained, std::uint64_t seed,
+                                          const sim::truth_model& truth,
+                                          std::chrono::steady_clock::time_point start,
+                                          step_record& record) {
+  const auto plan = policy.plan(trained);
+  record.planning_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  sim::sim_options options;
+  options.seed = noise_seed(seed, policy.name, policy.noise_draw);
+  auto simulated = sim::simulate(plan, trained, truth, options);
+  sim::sim_options quiet = options;
+  quiet.noise_sigma = 0;
+  const auto noise_free = sim::simulate(plan, trained, truth, quiet);
+  record.noise_free_makespan_seconds = noise_free.makespan_seconds;
+  record.noise_free_step_seconds = noise_free.step_seconds;
+  record.step_seconds = simulated.step_seconds;
+  record.makespan_seconds = simulated.makespan_seconds;
+  record.idle_fraction = simulated.idle_fraction;
+  record.peak_bytes = simulated.peak_bytes;
+  record.oom_events = simulated.oom_events;
+  record.predicted_seconds = plan.makespan_seconds;
+  if (policy.observe) policy.observe(observations_of(plan, trained, simulated));
+  return simulated;
+}
+
+/// The drain steps of one admitting policy (policy_entry::drain) after the run's sc.steps
+/// steps: each batch the drain returns is trained in a step of its own, numbered on from the
+/// last drawn one, until it returns an empty batch. Throws dcp::error naming the policy where
+/// the drain ends with drawn tokens still queued.
+inline void run_drain_steps(const scenario& sc, const policy_entry& policy,
+                            admission_ledger& ledger, const sim::truth_model& truth,
+                            const sim::truth_model& bound_truth, policy_result& out) {
+  for (std::int64_t step = sc.steps;; ++step) {
+    step_record record;
+    record.drain = true;
+    const auto start = std::chrono::steady_clock::now();
+    const auto batch = policy.drain();
+    if (batch.empty()) break;
+    ledger.trained(batch, step, policy.name, record);
+    validate_batch(batch);
+    for (const auto& s : batch) record.tokens += s.tokens;
+    (void)plan_and_simulate(policy, batch, sc.seed + static_cast<std::uint64_t>(step), truth, start,
+                            record);
+    record.bound_seconds = sim::truth_lower_bound_seconds(batch, bound_truth);
+    out.steps.push_back(record);
+  }
+  if (ledger.queued_tokens() > 0)
+    throw error("policy '" + policy.name + "': its drain ended with " +
+                std::to_string(ledger.queued_tokens()) + " drawn tokens still queued");
+}
+
+}  // namespace detail
+
 /// Runs every policy on the scenario's steps. `progress(done, total)` is called after each
-/// (step, policy) pair.
+/// (step, policy) pair of the drawn steps.
 ///
 /// A policy with an admission stage (policy_entry::admit) receives each step's drawn batch
 /// under run-unique ids (`detail::run_unique`: step t's ids offset by the ids steps 0..t-1
 /// used, so a sample held from an earlier step never shares an id with one drawn later) and
 /// trains what it returns: that batch is planned, simulated and bounded, its tokens are the
-/// step's, and its planning time includes the admission's. What it still holds after the last
-/// step is reported (tokens_queued_at_end), never trained.
+/// step's, and its planning time includes the admission's. After the last step, one that also
+/// drains (policy_entry::drain) trains what it still holds in drain steps, counted in its time
+/// and tokens, so that it trains exactly the drawn tokens; what one without a drain still holds
+/// is reported (tokens_queued_at_end), never trained.
 [[nodiscard]] inline scenario_result run(
     const scenario& sc, const std::vector<policy_entry>& policies,
     const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {
@@ -400,41 +476,23 @@ inline void summarise(scenario_result& result) {
         ledgers[k].trained(admitted, step, policies[k].name, record);
         validate_batch(admitted);
         for (const auto& s : admitted) record.tokens += s.tokens;
+      } else {
+        record.tokens = tokens;
       }
       const std::span<const sample> trained =
           policies[k].admit ? std::span<const sample>(admitted) : std::span<const sample>(batch);
-      const auto plan = policies[k].plan(trained);
-      const double planning_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
-      sim::sim_options options;
-      options.seed = noise_seed(seed, policies[k].name, policies[k].noise_draw);
-      auto simulated = sim::simulate(plan, trained, truth, options);
-      sim::sim_options quiet = options;
-      quiet.noise_sigma = 0;
-      const auto noise_free = sim::simulate(plan, trained, truth, quiet);
-      record.noise_free_makespan_seconds = noise_free.makespan_seconds;
-      record.noise_free_step_seconds = noise_free.step_seconds;
-      if (policies[k].admit) {
-        record.bound_seconds = sim::truth_lower_bound_seconds(trained, bound_truth);
-      } else {
-        record.tokens = tokens;
-        record.bound_seconds = bound;
-      }
-      record.step_seconds = simulated.step_seconds;
-      record.makespan_seconds = simulated.makespan_seconds;
-      record.idle_fraction = simulated.idle_fraction;
-      record.peak_bytes = simulated.peak_bytes;
-      record.oom_events = simulated.oom_events;
-      record.planning_ms = planning_ms;
-      record.predicted_seconds = plan.makespan_seconds;
-      if (policies[k].observe) policies[k].observe(observations_of(plan, trained, simulated));
+      auto simulated = detail::plan_and_simulate(policies[k], trained, seed, truth, start, record);
+      record.bound_seconds =
+          policies[k].admit ? sim::truth_lower_bound_seconds(trained, bound_truth) : bound;
       auto& out = result.policies[k];
       out.steps.push_back(record);
       if (step == 0) out.first_step = std::move(simulated);
       if (progress) progress(++done, total);
     }
   }
+  for (std::size_t k = 0; k < policies.size(); ++k)
+    if (policies[k].drain)
+      detail::run_drain_steps(sc, policies[k], ledgers[k], truth, bound_truth, result.policies[k]);
   summarise(result);
   return result;
 }
