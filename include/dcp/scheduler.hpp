@@ -122,12 +122,13 @@ class DataCentricScheduler {
     if (kept != nullptr) scratch.take(*kept, samples.size());
     const placement_input<Cost, Recompute> input({samples, labels, cost_, recompute_}, scratch);
     auto placed = placement_.place(input);
+    // ZeRO-3 (and lockstep on): every rank runs the same number of micro-steps, in rounds
+    // (plan/lockstep.hpp). The balanced placement compares its candidates in rounds; the best
+    // static layout, whose micro-steps are alike, is put in rounds too and kept where its rounds
+    // end sooner (a peer's placement is only put in rounds).
+    const bool lockstep = cost_.training().runs_in_lockstep() && !samples.empty();
     auto out = assemble(placed, samples, input);
-    // ZeRO-3 (and lockstep on): every rank runs the same number of micro-steps, in rounds. The
-    // balanced placement balances each rank's total, not the rounds; the best static layout,
-    // whose ranks run alike, is put in rounds too and kept where its rounds end sooner (a peer's
-    // placement is left as its source has it).
-    if (cost_.training().runs_in_lockstep() && !samples.empty()) {
+    if (lockstep) {
       const auto empty = empty_micro_step();
       make_lockstep(out, empty);
       if constexpr (std::same_as<Placement, balanced_placement>) {

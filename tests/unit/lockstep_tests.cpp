@@ -2,13 +2,13 @@
 // round, as ZeRO-3 needs; the planner makes them under ZeRO-3, the simulator refuses anything
 // else there and charges the parameter gathers in every micro-step.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <array>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "dcp/cost/calibrated.hpp"
 #include "dcp/dcp.hpp"
@@ -97,9 +97,8 @@ TEST_CASE("Lockstep.make_lockstep_pads_every_rank_to_the_same_rounds") {
   validate_plan(checked, uneven_batch(), 4);  // one of every sample, numbered 0..n-1
   // Every micro-step of a round starts when the round does.
   for (const auto& m : plan.micro_steps) {
-    const auto round =
-        std::upper_bound(plan.barriers.begin(), plan.barriers.end(), m.sequence) -
-        plan.barriers.begin();
+    const auto round = std::upper_bound(plan.barriers.begin(), plan.barriers.end(), m.sequence) -
+                       plan.barriers.begin();
     CHECK(m.start_seconds == doctest::Approx(std::array{0.0, 4.0}[round]));
   }
 }
@@ -251,10 +250,10 @@ TEST_CASE("Lockstep.simulator_refuses_uneven_plans_under_zero3_and_synchronises_
   }
   for (std::size_t k = 0; k < round_start.size(); ++k) {
     for (std::size_t i = 0; i < plan.micro_steps.size(); ++i) {
-      const auto round = static_cast<std::size_t>(
-          std::upper_bound(plan.barriers.begin(), plan.barriers.end(),
-                           plan.micro_steps[i].sequence) -
-          plan.barriers.begin());
+      const auto round =
+          static_cast<std::size_t>(std::upper_bound(plan.barriers.begin(), plan.barriers.end(),
+                                                    plan.micro_steps[i].sequence) -
+                                   plan.barriers.begin());
       if (round == k)
         CHECK(result.micro_steps[i].start_seconds ==
               doctest::Approx(k == 0 ? 0.0 : round_end[k - 1]));

@@ -40,6 +40,7 @@
 #include "dcp/placement/input.hpp"
 #include "dcp/placement/scratch.hpp"
 #include "dcp/placement/static_layout.hpp"
+#include "dcp/plan/lockstep.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE {
 
@@ -95,14 +96,21 @@ namespace detail {
 template <class Input>
 class best_plan {
  public:
-  best_plan(list_scheduler<Input>& scheduler, bool share) : scheduler_(scheduler), share_(share) {}
+  /// `lockstep_empty_seconds`: >= 0 where the plan will be put in lockstep (plan/lockstep.hpp),
+  /// the time of its padding; candidates are then compared by their makespan in lockstep.
+  best_plan(list_scheduler<Input>& scheduler, bool share, std::int64_t gpus,
+            double lockstep_empty_seconds = -1)
+      : scheduler_(scheduler), share_(share), gpus_(gpus), empty_(lockstep_empty_seconds) {}
 
   /// Keeps `candidate` if it is faster; false where there is none (an invalid schedule).
   bool keep(std::optional<placement> candidate, const std::vector<std::size_t>& choice,
             bool allow_unneeded, bool share) {
     if (!candidate) return false;
-    if (!plan || candidate->makespan_seconds < plan->makespan_seconds) {
+    const double score = empty_ < 0 ? candidate->makespan_seconds
+                                    : lockstep_seconds(candidate->micro_steps, gpus_, empty_);
+    if (!plan || score < score_) {
       if (plan) scheduler_.recycle(*plan);
+      score_ = score;
       plan = std::move(candidate);
       allotment = choice;
       unneeded = allow_unneeded;
@@ -130,6 +138,9 @@ class best_plan {
  private:
   list_scheduler<Input>& scheduler_;
   bool share_;
+  std::int64_t gpus_;
+  double empty_;
+  double score_ = 0;  // the plan's makespan, in lockstep where empty_ >= 0
 };
 
 /// balanced_placement's solver: the recipe in solve(), the phases in placement/balanced/.
@@ -159,7 +170,12 @@ class balanced_solver {
     std::optional<std::pair<double, std::vector<std::size_t>>> refined;
     if (!ranking.empty()) refined = allot_.refine(ranking.choice(0), ranking.estimate(0));
     const auto capped = capped_allotment(ranking, refined);
-    best_plan<Input> best(schedule_, options_.share_micro_batches);
+    // Under lockstep (ZeRO-3) the plan's rounds decide the step: candidates are compared in
+    // lockstep, padded with empty micro-steps at the cost model's time for no samples.
+    double empty = -1;
+    if (input_.cost().training().runs_in_lockstep())
+      empty = input_.cost().seconds(micro_batch_shape{}, input_.config(0));
+    best_plan<Input> best(schedule_, options_.share_micro_batches, input_.gpus(), empty);
     schedule_ranked(ranking, best);
     schedule_alternatives(ranking, refined, shared, capped, best);
     tighten(best);

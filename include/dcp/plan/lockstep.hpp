@@ -52,8 +52,8 @@ namespace dcp::inline DCP_ABI_NAMESPACE {
                " and " + std::to_string(m.sequence) + " in " + round_text(k) +
                ": lockstep allows one per rank and round";
       if (last[ri] < k - 1)
-        return "rank " + std::to_string(r) + " runs no micro-step in " +
-               round_text(last[ri] + 1) + ": lockstep needs one per rank and round";
+        return "rank " + std::to_string(r) + " runs no micro-step in " + round_text(last[ri] + 1) +
+               ": lockstep needs one per rank and round";
       last[ri] = k;
       by[ri] = m.sequence;
     }
@@ -81,18 +81,21 @@ namespace detail {
 using lockstep_rounds = std::vector<std::vector<std::pair<std::size_t, std::int64_t>>>;
 
 /// Rounds that keep every micro-step on its ranks: taken in `order`, each goes to the earliest
-/// round in which all its ranks are free.
-[[nodiscard]] inline lockstep_rounds rounds_keeping_ranks(const std::vector<micro_step>& steps,
-                                                          const std::vector<std::size_t>& order,
-                                                          std::size_t gpus) {
+/// round in which all its ranks are free. `Step`: micro_step or placed_micro_step (first_rank,
+/// config.degree, seconds).
+template <class Step>
+[[nodiscard]] lockstep_rounds rounds_keeping_ranks(const std::vector<Step>& steps,
+                                                   const std::vector<std::size_t>& order,
+                                                   std::size_t gpus) {
   std::vector<std::vector<char>> busy(gpus);  // busy[r][k]: rank r runs something in round k
   lockstep_rounds rounds;
   for (const auto i : order) {
     const auto& m = steps[i];
+    const auto last = m.first_rank + m.config.degree - 1;
     std::size_t k = 0;
     for (bool clash = true; clash;) {
       clash = false;
-      for (auto r = m.first_rank; r <= m.last_rank(); ++r) {
+      for (auto r = m.first_rank; r <= last; ++r) {
         const auto& row = busy[static_cast<std::size_t>(r)];
         if (k < row.size() && row[k]) {
           clash = true;
@@ -101,7 +104,7 @@ using lockstep_rounds = std::vector<std::vector<std::pair<std::size_t, std::int6
         }
       }
     }
-    for (auto r = m.first_rank; r <= m.last_rank(); ++r) {
+    for (auto r = m.first_rank; r <= last; ++r) {
       auto& row = busy[static_cast<std::size_t>(r)];
       if (row.size() <= k) row.resize(k + 1, 0);
       row[k] = 1;
@@ -116,9 +119,10 @@ using lockstep_rounds = std::vector<std::vector<std::pair<std::size_t, std::int6
 /// goes to the first aligned group of its degree that is free in the round, until the round is
 /// full or nothing left fits. A micro-step's time does not depend on which aligned group runs
 /// it, so in `order` (longest first) each round holds micro-steps of similar length.
-[[nodiscard]] inline lockstep_rounds rounds_dealing_ranks(const std::vector<micro_step>& steps,
-                                                          const std::vector<std::size_t>& order,
-                                                          std::size_t gpus) {
+template <class Step>
+[[nodiscard]] lockstep_rounds rounds_dealing_ranks(const std::vector<Step>& steps,
+                                                   const std::vector<std::size_t>& order,
+                                                   std::size_t gpus) {
   lockstep_rounds rounds;
   std::vector<std::size_t> left = order;
   std::vector<char> busy(gpus);
@@ -152,9 +156,9 @@ using lockstep_rounds = std::vector<std::vector<std::pair<std::size_t, std::int6
 
 /// How long `rounds` last: each its longest micro-step, or the padding's `empty_seconds` where
 /// the round leaves a rank without work.
-[[nodiscard]] inline double rounds_seconds(const std::vector<micro_step>& steps,
-                                           const lockstep_rounds& rounds, std::size_t gpus,
-                                           double empty_seconds) {
+template <class Step>
+[[nodiscard]] double rounds_seconds(const std::vector<Step>& steps, const lockstep_rounds& rounds,
+                                    std::size_t gpus, double empty_seconds) {
   double total = 0;
   for (const auto& round : rounds) {
     double longest = 0;
@@ -169,7 +173,45 @@ using lockstep_rounds = std::vector<std::vector<std::pair<std::size_t, std::int6
   return total;
 }
 
+/// Indices [begin, end) of `steps`, longest first (stable).
+template <class Step>
+[[nodiscard]] std::vector<std::size_t> longest_first(const std::vector<Step>& steps,
+                                                     std::size_t begin, std::size_t end) {
+  std::vector<std::size_t> order(end - begin);
+  std::iota(order.begin(), order.end(), begin);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return steps[a].seconds > steps[b].seconds;
+  });
+  return order;
+}
+
+/// The rounds make_lockstep makes of `steps` (the indices in `order`, longest first): kept on
+/// their ranks or dealt afresh, whichever ends sooner (kept on a tie).
+template <class Step>
+[[nodiscard]] lockstep_rounds best_rounds(const std::vector<Step>& steps,
+                                          const std::vector<std::size_t>& order, std::size_t gpus,
+                                          double empty_seconds) {
+  auto kept = rounds_keeping_ranks(steps, order, gpus);
+  auto dealt = rounds_dealing_ranks(steps, order, gpus);
+  return rounds_seconds(steps, dealt, gpus, empty_seconds) <
+                 rounds_seconds(steps, kept, gpus, empty_seconds)
+             ? std::move(dealt)
+             : std::move(kept);
+}
+
 }  // namespace detail
+
+/// How long `steps` (micro_step or placed_micro_step, on `gpus` ranks, no barriers) last once
+/// put in lockstep as make_lockstep does, with padding of `empty_seconds`: for a placement to
+/// compare its candidates by under ZeRO-3.
+template <class Step>
+[[nodiscard]] double lockstep_seconds(const std::vector<Step>& steps, std::int64_t gpus,
+                                      double empty_seconds) {
+  const auto n = static_cast<std::size_t>(gpus);
+  const auto order = detail::longest_first(steps, 0, steps.size());
+  return detail::rounds_seconds(steps, detail::best_rounds(steps, order, n, empty_seconds), n,
+                                empty_seconds);
+}
 
 /// Puts `plan` in lockstep. Within each stretch between the plan's own barriers, the micro-steps
 /// are taken longest first and put into rounds two ways, and the way whose rounds end sooner is
@@ -193,8 +235,9 @@ inline void make_lockstep(step_plan& plan, const micro_step& empty = {}) {
     throw invalid_plan("make_lockstep: the empty micro-step's seconds = " +
                        std::to_string(empty.seconds) + ", must be finite and >= 0");
   auto steps = std::move(plan.micro_steps);
-  std::stable_sort(steps.begin(), steps.end(),
-                   [](const micro_step& a, const micro_step& b) { return a.sequence < b.sequence; });
+  std::stable_sort(steps.begin(), steps.end(), [](const micro_step& a, const micro_step& b) {
+    return a.sequence < b.sequence;
+  });
   for (const auto& m : steps)
     if (m.config.degree < 1 || m.first_rank < 0 || m.last_rank() >= plan.gpus)
       throw invalid_plan("make_lockstep: micro-step " + std::to_string(m.sequence) + " (ranks " +
@@ -215,17 +258,8 @@ inline void make_lockstep(step_plan& plan, const micro_step& empty = {}) {
     while (end < steps.size() && (next_barrier == plan.barriers.size() ||
                                   steps[end].sequence < plan.barriers[next_barrier]))
       ++end;
-    std::vector<std::size_t> order(end - begin);
-    std::iota(order.begin(), order.end(), begin);
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return steps[a].seconds > steps[b].seconds;
-    });
-    const auto kept = detail::rounds_keeping_ranks(steps, order, gpus);
-    const auto dealt = detail::rounds_dealing_ranks(steps, order, gpus);
-    const auto& rounds = detail::rounds_seconds(steps, dealt, gpus, empty.seconds) <
-                                 detail::rounds_seconds(steps, kept, gpus, empty.seconds)
-                             ? dealt
-                             : kept;
+    const auto rounds =
+        detail::best_rounds(steps, detail::longest_first(steps, begin, end), gpus, empty.seconds);
     for (const auto& placed : rounds) {
       if (!out.empty()) barriers.push_back(static_cast<std::int64_t>(out.size()));
       std::vector<char> busy(gpus, 0);
@@ -235,7 +269,8 @@ inline void make_lockstep(step_plan& plan, const micro_step& empty = {}) {
         round.push_back(std::move(steps[i]));
         round.back().first_rank = first;
         longest = std::max(longest, round.back().seconds);
-        for (auto r = first; r <= round.back().last_rank(); ++r) busy[static_cast<std::size_t>(r)] = 1;
+        for (auto r = first; r <= round.back().last_rank(); ++r)
+          busy[static_cast<std::size_t>(r)] = 1;
       }
       for (std::size_t r = 0; r < gpus; ++r) {
         if (busy[r]) continue;
