@@ -91,7 +91,7 @@ def rate_ratio(name, which, a, b, field="tokens_per_s"):
     return value(name, which, a, field) / value(name, which, b, field)
 
 
-def best_other(name, which, exclude=("dcp", "dcp-calibrated", "dcp-fixed-style", "dcp-delay", "wlb-llm-delay"),
+def best_other(name, which, exclude=("dcp", "dcp-calibrated", "dcp-fixed-style", "dcp-delay"),
                field="tokens_per_s"):
     """The policy, not ours, with the most tokens per second."""
     others = [p for p in scenario(name, which)["policies"] if p["name"] not in exclude]
@@ -189,7 +189,7 @@ def policy_rows(name, which, names, columns):
 OUR_VARIANTS = ("dcp-fixed-style", "megatron-dcp-tuned", "verl-hybrid", "paper-baseline-lpt", "dcp-delay")
 
 
-def side_by_side(names, columns, order=None, leave_out=("wlb-llm-delay",)):
+def side_by_side(names, columns, order=None, leave_out=()):
     """One row per policy, the same columns for each run in `names` (the first scenario of each)."""
     label = lambda p: f"{p} (ours)" if p in OUR_VARIANTS else p  # noqa: E731
     heads = [f"{title}: {h}" if i == 0 else h for title, _ in names for i, (h, _) in enumerate(columns)]
