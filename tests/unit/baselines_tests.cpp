@@ -1007,18 +1007,9 @@ evaluation::scenario admission_scenario(std::function<std::vector<sample>(std::u
   return sc;
 }
 
-evaluation::policy_entry plain_entry(const analytic_cost_model& cost) {
-  const auto scheduler = std::make_shared<DataCentricScheduler<>>(cost);
-  return {"dcp", [scheduler](std::span<const sample> batch) { return scheduler->plan(batch); }};
-}
-
-}  // namespace
-
-TEST_CASE("Evaluation.Admission.reports_delayed_and_queued_tokens_of_a_hand_computed_case") {
-  // Steps (seed 1..4): {1000, 20000}, {1500}, {2500, 30000}, {1200, 40000}; the admitting policy
-  // holds documents of 10,000 tokens or more and releases two at a time. Step 0 holds 20000,
-  // step 2 releases it (2 steps late) with 30000 (on time), step 3 holds 40000 to the end.
-  const auto sc = admission_scenario(
+/// Four steps (seed 1..4): {1000, 20000}, {1500}, {2500, 30000}, {1200, 40000}.
+evaluation::scenario hand_computed_admission_scenario() {
+  return admission_scenario(
       [](std::uint64_t seed) {
         switch (seed) {
           case 1:
@@ -1032,6 +1023,20 @@ TEST_CASE("Evaluation.Admission.reports_delayed_and_queued_tokens_of_a_hand_comp
         }
       },
       4);
+}
+
+evaluation::policy_entry plain_entry(const analytic_cost_model& cost) {
+  const auto scheduler = std::make_shared<DataCentricScheduler<>>(cost);
+  return {"dcp", [scheduler](std::span<const sample> batch) { return scheduler->plan(batch); }};
+}
+
+}  // namespace
+
+TEST_CASE("Evaluation.Admission.reports_delayed_and_queued_tokens_of_a_hand_computed_case") {
+  // Steps (seed 1..4): {1000, 20000}, {1500}, {2500, 30000}, {1200, 40000}; the admitting policy
+  // holds documents of 10,000 tokens or more and releases two at a time. Step 0 holds 20000,
+  // step 2 releases it (2 steps late) with 30000 (on time), step 3 holds 40000 to the end.
+  const auto sc = hand_computed_admission_scenario();
   const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
   auto admitting = plain_entry(cost);
   admitting.name = "held";
@@ -1100,20 +1105,7 @@ TEST_CASE("Evaluation.Admission.reports_delayed_and_queued_tokens_of_a_hand_comp
 TEST_CASE("Evaluation.Admission.drain_steps_train_what_is_queued_and_are_charged") {
   // The hand-computed case above, with a drain: 40000 is still queued after the last step and is
   // trained in one drain step, one step after it was drawn; the drain's time is charged.
-  const auto sc = admission_scenario(
-      [](std::uint64_t seed) {
-        switch (seed) {
-          case 1:
-            return std::vector<sample>{text_sample(0, 1000), text_sample(1, 20000)};
-          case 2:
-            return std::vector<sample>{text_sample(0, 1500)};
-          case 3:
-            return std::vector<sample>{text_sample(0, 2500), text_sample(1, 30000)};
-          default:
-            return std::vector<sample>{text_sample(0, 1200), text_sample(1, 40000)};
-        }
-      },
-      4);
+  const auto sc = hand_computed_admission_scenario();
   const analytic_cost_model cost(sc.model, sc.cluster, sc.training);
   const auto make = [&cost](bool drains) {
     auto entry = plain_entry(cost);
