@@ -88,6 +88,7 @@ inline model_spec model_named(std::string_view name) {
   if (name == "llama3-70b") return models::llama3_70b();
   if (name == "qwen2.5-7b") return models::qwen25_7b();
   if (name == "qwen2.5-72b") return models::qwen25_72b();
+  if (name == "qwen3-32b") return models::qwen3_32b();
   if (name == "stdit3-xl") return models::stdit3_xl();
   if (name == "wan2.1-14b") return models::wan21_14b();
   throw usage_error("unknown model '" + std::string(name) + "'");

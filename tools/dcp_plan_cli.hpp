@@ -90,8 +90,8 @@ lengths of a FILE are planned as given unless --context is passed. Samples are c
 the language models, bidirectional (full attention) for the diffusion transformers.
 
 Options (defaults in brackets):
-  --model NAME           llama3-8b | llama3-70b | qwen2.5-7b | qwen2.5-72b | stdit3-xl |
-                         wan2.1-14b  [llama3-8b]
+  --model NAME           llama3-8b | llama3-70b | qwen2.5-7b | qwen2.5-72b | qwen3-32b |
+                         stdit3-xl | wan2.1-14b  [llama3-8b]
   --gpu NAME             h100 | h200  [h200]
   --nodes N              nodes  [4]
   --gpus-per-node G      GPUs per node  [8]
@@ -166,10 +166,11 @@ inline plan_options parse_arguments(std::span<const std::string_view> args) {
 
     if (flag == "--model") {
       if (value != "llama3-8b" && value != "llama3-70b" && value != "qwen2.5-7b" &&
-          value != "qwen2.5-72b" && value != "stdit3-xl" && value != "wan2.1-14b")
+          value != "qwen2.5-72b" && value != "qwen3-32b" && value != "stdit3-xl" &&
+          value != "wan2.1-14b")
         detail::bad_choice(flag, value,
-                           "llama3-8b, llama3-70b, qwen2.5-7b, qwen2.5-72b, stdit3-xl or "
-                           "wan2.1-14b");
+                           "llama3-8b, llama3-70b, qwen2.5-7b, qwen2.5-72b, qwen3-32b, stdit3-xl "
+                           "or wan2.1-14b");
       o.model = std::string(value);
     } else if (flag == "--gpu") {
       if (value != "h100" && value != "h200") detail::bad_choice(flag, value, "h100 or h200");

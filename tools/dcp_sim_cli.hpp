@@ -63,7 +63,8 @@ With no options: Llama-3-8B on Wikipedia lengths at 64K context and STDiT3-XL on
 video mix, 4 x 8 H200, 50 steps each.
 
 Options (defaults in brackets):
-  --model NAME        llama3-8b | llama3-70b | qwen2.5-7b | qwen2.5-72b | stdit3-xl | wan2.1-14b
+  --model NAME        llama3-8b | llama3-70b | qwen2.5-7b | qwen2.5-72b | qwen3-32b | stdit3-xl |
+                      wan2.1-14b
   --gpu NAME          h100 | h200  [h200]
   --nodes N           nodes of --gpus-per-node GPUs  [4]
   --gpus-per-node G   [8]

@@ -142,8 +142,8 @@ struct gemm_shape {
 /// The block's four GEMMs: fused QKV, attention output, fused gate+up (SwiGLU) or up, down.
 std::vector<gemm_shape> block_gemms(const dcp::model_spec& m) {
   const auto up = m.mlp == dcp::mlp_kind::swiglu ? 2 * m.ffn : m.ffn;
-  return {{"qkv", m.hidden, m.hidden + 2 * m.kv_hidden()},
-          {"o", m.hidden, m.hidden},
+  return {{"qkv", m.hidden, m.q_hidden() + 2 * m.kv_hidden()},
+          {"o", m.q_hidden(), m.hidden},
           {m.mlp == dcp::mlp_kind::swiglu ? "gate_up" : "up", m.hidden, up},
           {"down", m.ffn, m.hidden}};
 }

@@ -124,8 +124,9 @@ class DataCentricScheduler {
     auto placed = placement_.place(input);
     // ZeRO-3 (and lockstep on): every rank runs the same number of micro-steps, in rounds
     // (plan/lockstep.hpp). The balanced placement compares its candidates in rounds; the best
-    // static layout, whose micro-steps are alike, is put in rounds too and kept where its rounds
-    // end sooner (a peer's placement is only put in rounds).
+    // static layout, whose micro-steps are alike, is put in rounds too, reported as the best
+    // static makespan (what that layout takes on a stack that needs rounds) and kept where its
+    // rounds end sooner (a peer's placement is only put in rounds).
     const bool lockstep = cost_.training().runs_in_lockstep() && !samples.empty();
     auto out = assemble(placed, samples, input);
     if (lockstep) {
@@ -140,13 +141,15 @@ class DataCentricScheduler {
         if (!static_placed.micro_steps.empty()) {
           auto alternative = assemble(static_placed, samples, input);
           make_lockstep(alternative, empty);
+          out.best_static_seconds = alternative.makespan_seconds;
+          out.best_static_degree = static_placed.best_static_degree;
           if (alternative.makespan_seconds < out.makespan_seconds) {
             alternative.policy = out.policy + " (its best static layout, in lockstep)";
             alternative.best_static_seconds = out.best_static_seconds;
             alternative.best_static_degree = out.best_static_degree;
-            alternative.fingerprint = compute_fingerprint(alternative);
             out = std::move(alternative);
           }
+          out.fingerprint = compute_fingerprint(out);
         }
       }
     }

@@ -45,6 +45,7 @@ from ._dcp import (
     InvalidPlan,
     InvalidSample,
     InvalidSpec,
+    LockstepMode,
     LossNormalisation,
     MicroBatchShape,
     MicroStep,
@@ -81,6 +82,9 @@ from ._dcp import (
 )
 from . import gpus, models
 from . import gpus as _gpu_presets  # `gpus` is also plan()'s argument
+from ._hf import model_spec_from_hf_config as _model_spec_from_hf_config
+
+ModelSpec.from_hf_config = staticmethod(_model_spec_from_hf_config)
 
 __version__: str = _dcp.__version__
 
@@ -114,13 +118,13 @@ def plan(
 
 __all__ = [
     "AnalyticConstants", "AnalyticCostModel", "AttentionKind", "Calibrated",
-    "CalibratedScheduler", "CalibrationOptions", "CalibrationReport", "ClusterSpec", "CommError",
-    "Error", "ExecutionConfig", "ExecutionReport", "GpuSpec", "InvalidPlan", "InvalidSample",
-    "InvalidSpec", "LossNormalisation", "MicroBatchShape", "MicroStep", "MicroStepList", "MlpKind",
-    "ModelFamily", "ModelSpec", "Observation", "Precision", "RankInterval", "RecomputeSetting",
-    "Sample", "SampleDoesNotFit", "Scheduler", "SequenceParallel", "SimOptions",
-    "SimulatedMicroStep", "StaticScheduler", "StepPlan", "StepResult", "TrainingSpec",
-    "TruthModel", "VideoShape", "compute_fingerprint", "gib", "gpus", "hgx_cluster", "models",
-    "plan", "plan_observations", "simulate", "text_sample", "truth_lower_bound_seconds",
-    "validate", "validate_plan", "video_sample", "__version__",
+    "CalibratedScheduler", "CalibrationOptions", "CalibrationReport", "ClusterSpec",
+    "CommError", "Error", "ExecutionConfig", "ExecutionReport", "GpuSpec", "InvalidPlan",
+    "InvalidSample", "InvalidSpec", "LockstepMode", "LossNormalisation", "MicroBatchShape",
+    "MicroStep", "MicroStepList", "MlpKind", "ModelFamily", "ModelSpec", "Observation",
+    "Precision", "RankInterval", "RecomputeSetting", "Sample", "SampleDoesNotFit", "Scheduler",
+    "SequenceParallel", "SimOptions", "SimulatedMicroStep", "StaticScheduler", "StepPlan",
+    "StepResult", "TrainingSpec", "TruthModel", "VideoShape", "compute_fingerprint", "gib",
+    "gpus", "hgx_cluster", "models", "plan", "plan_observations", "simulate", "text_sample",
+    "truth_lower_bound_seconds", "validate", "validate_plan", "video_sample", "__version__",
 ]

@@ -2,7 +2,9 @@
 # python/tests/test_stubs.py: every public name of the package and of each class is here.
 # Units: seconds, bytes, tokens.
 
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union, overload
+import os
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar,
+                    Union, overload)
 
 from . import gpus as gpus
 from . import models as models
@@ -57,6 +59,11 @@ class SequenceParallel(_Enum):
     hybrid: SequenceParallel
     auto: SequenceParallel
 
+class LockstepMode(_Enum):
+    auto: LockstepMode
+    on: LockstepMode
+    off: LockstepMode
+
 class LossNormalisation(_Enum):
     tokens: LossNormalisation
     samples: LossNormalisation
@@ -83,13 +90,17 @@ class ModelSpec(_Record):
     attention: AttentionKind
     text_tokens: int
     text_embed_dim: int
+    head_dim: int
     max_dimension: int
     def __init__(self, name: str = ..., family: Union[ModelFamily, str] = ..., layers: int = ...,
                  hidden: int = ..., heads: int = ..., kv_heads: int = ..., ffn: int = ...,
                  vocab: int = ..., mlp: Union[MlpKind, str] = ..., qkv_bias: bool = ...,
                  attention: Union[AttentionKind, str] = ..., text_tokens: int = ...,
-                 text_embed_dim: int = ...) -> None: ...
-    def head_dim(self) -> int: ...
+                 text_embed_dim: int = ..., head_dim: int = ...) -> None: ...
+    @staticmethod
+    def from_hf_config(config: Union[Mapping[str, Any], str, os.PathLike[str]]) -> ModelSpec: ...
+    def head_width(self) -> int: ...
+    def q_hidden(self) -> int: ...
     def kv_hidden(self) -> int: ...
     def has_cross_attention(self) -> bool: ...
     def block_params(self) -> int: ...
@@ -134,11 +145,14 @@ class TrainingSpec(_Record):
     sp: SequenceParallel
     normalise_by: LossNormalisation
     chunked_cross_entropy: bool
+    lockstep: LockstepMode
     def __init__(self, mixed_precision: Union[Precision, str] = ..., zero_stage: int = ...,
                  headroom_bytes: float = ..., headroom_fraction: float = ...,
                  runtime_reserve_bytes: float = ..., sp: Union[SequenceParallel, str] = ...,
                  normalise_by: Union[LossNormalisation, str] = ...,
-                 chunked_cross_entropy: bool = ...) -> None: ...
+                 chunked_cross_entropy: bool = ...,
+                 lockstep: Union[LockstepMode, str] = ...) -> None: ...
+    def runs_in_lockstep(self) -> bool: ...
     def headroom(self, cluster: ClusterSpec) -> float: ...
     def memory_budget(self, cluster: ClusterSpec) -> float: ...
     def validate(self, cluster: ClusterSpec) -> None: ...
@@ -278,13 +292,14 @@ class StepPlan(_Record):
     hybrid_ulysses_degree: int
     policy: str
     fingerprint: int
+    lockstep: bool
     def __init__(self, micro_steps: Iterable[MicroStep] = ..., gpus: int = ...,
                  gpus_per_node: int = ..., makespan_seconds: float = ...,
                  lower_bound_seconds: float = ..., memory_budget_bytes: float = ...,
                  gradient_sync_seconds: float = ..., best_static_seconds: float = ...,
                  best_static_degree: int = ..., barriers: Iterable[int] = ...,
-                 hybrid_ulysses_degree: int = ..., policy: str = ...,
-                 fingerprint: int = ...) -> None: ...
+                 hybrid_ulysses_degree: int = ..., policy: str = ..., fingerprint: int = ...,
+                 lockstep: bool = ...) -> None: ...
     @property
     def gap(self) -> float: ...
     @property

@@ -125,7 +125,10 @@ void bind_plan(py::module_& m) {
       .field("gradient_sync_seconds", &step_plan::gradient_sync_seconds,
              "predicted tail after the last micro-step")
       .field("best_static_seconds", &step_plan::best_static_seconds,
-             "makespan of the best static layout (0 when not laid out)")
+             "makespan of the best static layout (one degree for every sample; in lockstep rounds "
+             "when the plan is in lockstep); Scheduler, CalibratedScheduler and "
+             "StaticScheduler fill it in for every non-empty batch some one degree runs, 0 "
+             "otherwise")
       .field("best_static_degree", &step_plan::best_static_degree, "its degree")
       .field("barriers", &step_plan::barriers,
              "world barriers as sequence numbers: no micro-step numbered >= b starts before all "
@@ -135,6 +138,9 @@ void bind_plan(py::module_& m) {
       .field("policy", &step_plan::policy, "the placement that produced the plan")
       .field("fingerprint", &step_plan::fingerprint,
              "64-bit hash ranks compare to prove they agree")
+      .field("lockstep", &step_plan::lockstep,
+             "every rank runs the same number of micro-steps, one per round; a rank without work "
+             "in a round runs an empty micro-step (no sample_ids, loss_scale 0)")
       .finish(&plan_repr)
       .def_property_readonly("gap", &step_plan::gap,
                              "makespan_seconds / lower_bound_seconds - 1 (0 if empty)")
@@ -152,9 +158,17 @@ void bind_plan(py::module_& m) {
       .def(
           "steps_of",
           [](const step_plan& p, py::handle rank) {
-            return p.steps_of(from_python<std::int64_t>(rank, "steps_of: rank"));
+            const auto r = from_python<std::int64_t>(rank, "steps_of: rank");
+            // A rank outside the plan runs nothing; an empty list would read as an idle rank.
+            if (r < 0 || r >= p.gpus)
+              throw dcp::error("steps_of: rank = " + std::to_string(r) + " is outside the plan's " +
+                               std::to_string(p.gpus) + " GPUs (ranks 0.." +
+                               std::to_string(p.gpus - 1) + ")");
+            return p.steps_of(r);
           },
-          py::arg("rank"), "indices into micro_steps of the steps `rank` runs, in execution order")
+          py::arg("rank"),
+          "indices into micro_steps of the steps `rank` runs, in execution order; raises Error "
+          "for a rank outside [0, gpus)")
       .def(
           "busy_seconds",
           [](const step_plan& p) {

@@ -30,6 +30,20 @@ using static_scheduler =
   return chosen_recompute::from_name(name);
 }
 
+/// The balanced placement with an exact best static layout, as dcp-plan runs it: by default it
+/// skips the static layouts that cannot beat its own plan and reports best_static_seconds 0
+/// when none could, which reads in Python as a static layout of no time.
+[[nodiscard]] balanced_placement reporting_placement() {
+  balanced_placement placement;
+  placement.exact_best_static = true;
+  return placement;
+}
+
+[[nodiscard]] calibrated_scheduler calibrated_scheduler_of(calibrated_model cost) {
+  return calibrated_scheduler(std::move(cost), varlen_buckets{}, selective_pyramid_recompute{},
+                              reporting_placement());
+}
+
 template <std::size_t N>
 [[nodiscard]] py::tuple names_of(const std::array<std::string_view, N>& names) {
   py::tuple out(N);
@@ -236,17 +250,20 @@ void bind_schedulers(py::module_& m) {
       "chosen_recompute>): analytic cost model, varlen buckets, balanced placement, and the "
       "recompute strategy named by recompute= ('selective-pyramid', the default scheduler's; "
       "'pyramid', 'selective', 'full' or 'none'). Unknown names raise InvalidSpec listing the "
-      "known ones.");
+      "known ones. Its plans report the best static layout's makespan (best_static_seconds) "
+      "whether or not it beats the plan, as dcp-plan does (balanced_placement's "
+      "exact_best_static).");
   plain
       .def(py::init([](analytic_cost_model cost, const std::string& recompute) {
-             return chosen_scheduler(std::move(cost), varlen_buckets{}, recompute_named(recompute));
+             return chosen_scheduler(std::move(cost), varlen_buckets{}, recompute_named(recompute),
+                                     reporting_placement());
            }),
            py::arg("cost"), py::kw_only(), py::arg("recompute") = "selective-pyramid")
       .def(py::init([](model_spec model, cluster_spec cluster, training_spec training,
                        const std::string& recompute) {
              return chosen_scheduler(
                  analytic_cost_model(std::move(model), std::move(cluster), training),
-                 varlen_buckets{}, recompute_named(recompute));
+                 varlen_buckets{}, recompute_named(recompute), reporting_placement());
            }),
            py::arg("model"), py::arg("cluster"), py::arg("training") = training_spec{},
            py::kw_only(), py::arg("recompute") = "selective-pyramid",
@@ -260,16 +277,19 @@ void bind_schedulers(py::module_& m) {
       m, "CalibratedScheduler",
       "The default scheduler over Calibrated "
       "(dcp::DataCentricScheduler<calibrated<analytic_cost_model>>): "
-      "plan, run, observe the measurements, plan again.");
-  calibrating.def(py::init<calibrated_model>(), py::arg("cost"))
+      "plan, run, observe the measurements, plan again. Its plans report best_static_seconds as "
+      "Scheduler's do.");
+  calibrating
+      .def(py::init([](calibrated_model cost) { return calibrated_scheduler_of(std::move(cost)); }),
+           py::arg("cost"))
       .def(py::init([](analytic_cost_model base, calibration_options options) {
-             return calibrated_scheduler(calibrated_model(std::move(base), options));
+             return calibrated_scheduler_of(calibrated_model(std::move(base), options));
            }),
            py::arg("base"), py::arg("options") = calibration_options{},
            "CalibratedScheduler(Calibrated(base, options))")
       .def(py::init([](model_spec model, cluster_spec cluster, training_spec training,
                        calibration_options options) {
-             return calibrated_scheduler(calibrated_model(
+             return calibrated_scheduler_of(calibrated_model(
                  analytic_cost_model(std::move(model), std::move(cluster), training), options));
            }),
            py::arg("model"), py::arg("cluster"), py::arg("training") = training_spec{},

@@ -35,6 +35,14 @@ void bind_enums(py::module_& m) {
              "Ulysses inside a node-local group, ring attention across the groups (USP)")
       .value("auto", sequence_parallel::automatic,
              "training-level only: the planner chooses ulysses, ring or hybrid per micro-batch");
+  py::enum_<lockstep_mode>(m, "LockstepMode",
+                           "Whether every rank runs the same number of micro-steps, round by "
+                           "round (dcp::lockstep_mode).")
+      .value("auto", lockstep_mode::automatic, "on with ZeRO-3, off otherwise")
+      .value("on", lockstep_mode::on,
+             "always (FSDP SHARD_GRAD_OP, ZeRO-2 reducing gradients every micro-step)")
+      .value("off", lockstep_mode::off,
+             "ranks run as many micro-steps as their work needs; invalid with ZeRO-3");
   py::enum_<loss_normalisation>(m, "LossNormalisation", "What the global loss is averaged over.")
       .value("tokens", loss_normalisation::tokens)
       .value("samples", loss_normalisation::samples);
@@ -59,9 +67,14 @@ void bind_model(py::module_& m) {
       .field("text_tokens", &model_spec::text_tokens,
              "cross-attention context (DiT captions), tokens")
       .field("text_embed_dim", &model_spec::text_embed_dim, "width of the text encoder output")
+      .field("head_dim", &model_spec::head_dim,
+             "width of one attention head; 0 means hidden / heads (head_width())")
       .finish()
-      .def("head_dim", &model_spec::head_dim, "hidden / heads")
-      .def("kv_hidden", &model_spec::kv_hidden, "kv_heads * head_dim")
+      .def("head_width", &model_spec::head_width,
+           "the width of one head in use: head_dim, or hidden / heads where head_dim is 0")
+      .def("q_hidden", &model_spec::q_hidden,
+           "width of q and of the attention output: heads * head_width()")
+      .def("kv_hidden", &model_spec::kv_hidden, "width of k or v: kv_heads * head_width()")
       .def("has_cross_attention", &model_spec::has_cross_attention, "text_tokens > 0")
       .def("block_params", &model_spec::block_params, "parameters of one transformer block")
       .def("outer_params", &model_spec::outer_params, "parameters outside the blocks")
@@ -78,6 +91,7 @@ void bind_model(py::module_& m) {
   presets.def("llama3_70b", &models::llama3_70b, "Llama-3-70B");
   presets.def("qwen25_7b", &models::qwen25_7b, "Qwen2.5-7B");
   presets.def("qwen25_72b", &models::qwen25_72b, "Qwen2.5-72B");
+  presets.def("qwen3_32b", &models::qwen3_32b, "Qwen3-32B: 64 heads of head_dim 128 (q 8192 wide)");
   presets.def("stdit3_xl", &models::stdit3_xl,
               "OpenSora 1.2 STDiT3-XL/2: 28 spatial + 28 temporal blocks, factorised attention");
   presets.def("wan21_14b", &models::wan21_14b, "Wan2.1-T2V-14B: 40 blocks, full 3D attention");
@@ -147,7 +161,10 @@ void bind_training(py::module_& m) {
       .field("normalise_by", &training_spec::normalise_by, "LossNormalisation")
       .field("chunked_cross_entropy", &training_spec::chunked_cross_entropy,
              "fused/chunked cross-entropy: no full logits tensor")
+      .field("lockstep", &training_spec::lockstep, "LockstepMode: auto (on with ZeRO-3), on or off")
       .finish()
+      .def("runs_in_lockstep", &training_spec::runs_in_lockstep,
+           "whether plans are put in lockstep: lockstep on, or auto under ZeRO-3")
       .def("headroom", &training_spec::headroom, py::arg("cluster"), "bytes kept free per GPU")
       .def("memory_budget", &training_spec::memory_budget, py::arg("cluster"),
            "bytes a micro-batch may use at its peak on one GPU: capacity minus headroom")

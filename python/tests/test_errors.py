@@ -78,6 +78,22 @@ class ErrorTest(unittest.TestCase):
         with self.assertRaisesRegex(dcp.InvalidSpec, "window = 0"):
             dcp.Calibrated(self.scheduler.cost(), dcp.CalibrationOptions(window=0))
 
+    def test_a_sample_beyond_the_ulysses_cap_names_the_styles_that_reach_further(self) -> None:
+        # Qwen2.5-7B's 28 heads stop Ulysses at degree 4 of 16 GPUs; ring attention reaches 16.
+        with self.assertRaises(dcp.SampleDoesNotFit) as caught:
+            dcp.plan([131072], model="qwen2.5-7b", gpu="h100", gpus=16)
+        message = str(caught.exception)
+        self.assertIn("sample 0 (131072 tokens) does not fit", message)
+        self.assertIn("degree 4 is the largest Ulysses degree, which must divide heads = 28: "
+                      "sp = ring, hybrid or auto reach degree 16 on these 16 GPUs", message)
+        for sp in ("ring", "hybrid", "auto"):
+            plan = dcp.plan([131072], model="qwen2.5-7b", gpu="h100", gpus=16, sp=sp)
+            self.assertGreater(plan.micro_steps[0].degree, 4)
+        # Llama-3-8B's 32 heads reach every degree of 16 GPUs: no such hint.
+        with self.assertRaises(dcp.SampleDoesNotFit) as caught:
+            dcp.plan([4_000_000], gpu="h100", gpus=16)
+        self.assertNotIn("Ulysses degree", str(caught.exception))
+
     def test_unknown_presets_list_the_known_ones(self) -> None:
         with self.assertRaisesRegex(ValueError, "unknown model 'gpt-5'; known: llama3-8b, llama3-70b"):
             dcp.plan([100], model="gpt-5")

@@ -51,7 +51,11 @@ class PlanTest(unittest.TestCase):
             self.assertEqual(expected, [i for i, s in enumerate(plan.micro_steps) if s.includes(rank)])
             sequences = [plan.micro_steps[i].sequence for i in expected]
             self.assertEqual(sequences, sorted(sequences))
-        self.assertEqual(plan.steps_of(plan.gpus), [])
+        # A rank outside the plan is an error, not an idle rank.
+        for rank in (plan.gpus, -1, 10**6):
+            with self.assertRaisesRegex(dcp.Error, f"steps_of: rank = {rank} is outside the plan's "
+                                                   f"{plan.gpus} GPUs"):
+                plan.steps_of(rank)
         busy = plan.busy_seconds()
         self.assertEqual(len(busy), plan.gpus)
         for rank in range(plan.gpus):
@@ -78,8 +82,10 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(plan.gpus, 32)
         self.assertEqual(plan.gpus_per_node, 8)
         self.assertEqual(plan.memory_budget_bytes, self.scheduler.cost().memory_budget())
-        if plan.best_static_seconds > 0:  # never slower than the best static layout
-            self.assertLessEqual(plan.makespan_seconds, plan.best_static_seconds)
+        # The best static layout is laid out whether or not it beats the plan, never slower.
+        self.assertGreater(plan.best_static_seconds, 0)
+        self.assertIn(plan.best_static_degree, (1, 2, 4, 8, 16, 32))
+        self.assertLessEqual(plan.makespan_seconds, plan.best_static_seconds)
 
     def test_same_plan_for_any_order_of_samples(self) -> None:
         samples = [dcp.text_sample(i, n) for i, n in enumerate(self.batch)]
@@ -227,6 +233,74 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(dcp.models.llama3_8b().total_params(), 8030261248)
         self.assertIn("ModelSpec(name='Llama-3-8B'", repr(dcp.models.llama3_8b()))
         self.assertTrue(dcp.__version__.count(".") == 2)
+
+
+class SchedulerReportTest(unittest.TestCase):
+    """What plans report beyond their micro-steps: the best static layout and lockstep."""
+
+    # 300 lengths from 500 to 40,000 tokens, spread without the shared data set.
+    batch = [500 + (i * 7919) % 39500 for i in range(300)]
+
+    def test_best_static_is_filled_in_by_every_scheduler(self) -> None:
+        # The best static layout's makespan is that of the static scheduler at its degree.
+        cost = dcp.AnalyticCostModel(dcp.models.llama3_8b(), four_h200())
+        batch = self.batch
+        zero3 = dcp.TrainingSpec(zero_stage=3)
+        for plan in (dcp.Scheduler(cost).plan(batch),
+                     dcp.plan(batch, gpus=4),
+                     dcp.CalibratedScheduler(cost).plan(batch),
+                     dcp.Scheduler(dcp.models.llama3_8b(), four_h200(), zero3).plan(batch)):
+            with self.subTest(plan.policy):
+                self.assertGreater(plan.best_static_seconds, 0)
+                self.assertIn(plan.best_static_degree, (1, 2, 4))
+                if not plan.lockstep:  # a lockstep plan's rounds may end after it
+                    self.assertLessEqual(plan.makespan_seconds, plan.best_static_seconds)
+        plan = dcp.Scheduler(cost).plan(batch)
+        static = dcp.StaticScheduler(cost, plan.best_static_degree).plan(batch)
+        self.assertAlmostEqual(static.makespan_seconds, plan.best_static_seconds, delta=1e-12)
+        self.assertEqual(static.best_static_seconds, static.makespan_seconds)
+        empty = dcp.Scheduler(cost).plan([])
+        self.assertEqual((empty.best_static_seconds, empty.best_static_degree), (0.0, 0))
+
+    def test_zero3_plans_run_in_lockstep(self) -> None:
+        # ZeRO-3 gathers parameters over the world in every micro-step: every rank runs the same
+        # number of micro-steps; a rank without work in a round runs an empty one.
+        training = dcp.TrainingSpec(zero_stage=3)
+        self.assertEqual(training.lockstep, dcp.LockstepMode.auto)
+        self.assertTrue(training.runs_in_lockstep())
+        scheduler = dcp.Scheduler(dcp.models.llama3_8b(), four_h200(), training)
+        # One 1,000-token sample runs on two ranks; the other two run an empty micro-step.
+        for batch in (self.batch, [1000]):
+            plan = scheduler.plan(batch)
+            self.assertTrue(plan.lockstep)
+            counts = {len(plan.steps_of(rank)) for rank in range(plan.gpus)}
+            self.assertEqual(len(counts), 1)
+            empty = [s for s in plan.micro_steps if not s.sample_ids]
+            for step in empty:
+                self.assertEqual(step.loss_scale, 0.0)
+                self.assertEqual((step.tokens, step.loss_units), (0, 0))
+            self.assertAlmostEqual(sum(s.loss_scale for s in plan.micro_steps), 1.0, delta=1e-12)
+            self.assertEqual(dcp.StepPlan.from_json(plan.to_json()), plan)
+            self.assertEqual(pickle.loads(pickle.dumps(plan)).lockstep, True)
+        self.assertEqual(len(empty), 2)
+        self.assertFalse(dcp.Scheduler(dcp.models.llama3_8b(), four_h200()).plan(self.batch).lockstep)
+
+    def test_lockstep_mode_by_name_and_enum(self) -> None:
+        on = dcp.TrainingSpec(lockstep="on")
+        self.assertEqual(on.lockstep, dcp.LockstepMode.on)
+        self.assertTrue(on.runs_in_lockstep())
+        self.assertFalse(dcp.TrainingSpec(lockstep=dcp.LockstepMode.off).runs_in_lockstep())
+        self.assertFalse(dcp.TrainingSpec().runs_in_lockstep())
+        plan = dcp.Scheduler(dcp.models.llama3_8b(), four_h200(), on).plan(self.batch)
+        self.assertTrue(plan.lockstep)
+        self.assertEqual(len({len(plan.steps_of(r)) for r in range(plan.gpus)}), 1)
+        with self.assertRaisesRegex(dcp.Error, "TrainingSpec.lockstep = 'sometimes', must be one of "
+                                               "auto, on, off"):
+            dcp.TrainingSpec(lockstep="sometimes")
+        off_zero3 = dcp.TrainingSpec(zero_stage=3, lockstep="off")
+        with self.assertRaisesRegex(dcp.InvalidSpec, "lockstep = off with zero_stage = 3"):
+            off_zero3.validate(four_h200())
+        self.assertIn("lockstep=<LockstepMode.on", repr(on))
 
 
 if __name__ == "__main__":

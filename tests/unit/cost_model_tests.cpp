@@ -618,3 +618,67 @@ TEST_CASE(
   CHECK(some_exposed);
   CHECK(some_hidden);
 }
+
+TEST_CASE("Cost.HeadDim.attention_width_is_heads_times_head_dim") {
+  // Llama-3-8B with heads of 256 instead of 128: q and the attention output double in width
+  // (4096 -> 8192), k and v too (1024 -> 2048); the hidden size stays 4096.
+  const auto cluster = hgx_cluster(4, gpus::h200_sxm());
+  const auto base = models::llama3_8b();
+  auto wide = base;
+  wide.head_dim = 256;
+  const analytic_cost_model narrow_cost(base, cluster);
+  const analytic_cost_model wide_cost(wide, cluster);
+  const auto s = micro_batch_shape::of(text_sample(0, 32768));
+
+  // Attention FLOPs: 4 h_q per pair, so twice the time (§2.1).
+  CHECK(wide_cost.attention_compute_seconds(s, at(4)) ==
+        doctest::Approx(2.0 * narrow_cost.attention_compute_seconds(s, at(4))).epsilon(1e-12));
+  // Ulysses all-to-alls: (2 h_q + 2 h_kv) values per token, twice as many bytes (§3.2).
+  const auto bytes_term = [](const analytic_cost_model& m, const micro_batch_shape& shape) {
+    return m.time_terms(shape, at(8))[3];
+  };
+  CHECK(bytes_term(wide_cost, s) ==
+        doctest::Approx(2.0 * bytes_term(narrow_cost, s)).epsilon(1e-12));
+  // Activations: attention keeps 4h + 4h_q + 4h_kv bytes per token and layer (§4.2).
+  CHECK(wide_cost.activation_bytes_per_token_layer() -
+            narrow_cost.activation_bytes_per_token_layer() ==
+        4 * 4096 + 4 * 1024);
+  CHECK(wide_cost.activation_bytes(s, at(4)) > narrow_cost.activation_bytes(s, at(4)));
+
+  // The truth model's attention and Ulysses bytes follow the same width.
+  const sim::truth_model narrow_truth(base, cluster);
+  const sim::truth_model wide_truth(wide, cluster);
+  const auto narrow_parts = narrow_truth.micro_step_parts(s, at(8));
+  const auto wide_parts = wide_truth.micro_step_parts(s, at(8));
+  CHECK(wide_parts.attention_seconds ==
+        doctest::Approx(2.0 * narrow_parts.attention_seconds).epsilon(1e-12));
+  CHECK(wide_parts.intra_node_bytes ==
+        doctest::Approx(2.0 * narrow_parts.intra_node_bytes).epsilon(1e-12));
+}
+
+TEST_CASE("Cost.HeadDim.explicit_hidden_over_heads_changes_no_prediction") {
+  // head_dim = hidden / heads describes the model head_dim = 0 does: every prediction agrees
+  // to the bit, for a decoder and for a DiT with cross-attention.
+  const auto cluster = hgx_cluster(2, gpus::h100_sxm());
+  for (const auto& model : {models::qwen25_7b(), models::stdit3_xl()}) {
+    CAPTURE(model.name);
+    auto set = model;
+    set.head_dim = model.hidden / model.heads;
+    const analytic_cost_model a(model, cluster);
+    const analytic_cost_model b(set, cluster);
+    const sim::truth_model ta(model, cluster);
+    const sim::truth_model tb(set, cluster);
+    const auto s = micro_batch_shape::of(text_sample(0, 20000));
+    for (const auto& c : {execution_config{1, sequence_parallel::ulysses, {}},
+                          execution_config{4, sequence_parallel::ulysses, {}},
+                          execution_config{16, sequence_parallel::ring, recompute_setting::full(4)},
+                          execution_config{16, sequence_parallel::hybrid, {}}}) {
+      CAPTURE(c);
+      CHECK(a.seconds(s, c) == b.seconds(s, c));
+      CHECK(a.peak_bytes(s, c) == b.peak_bytes(s, c));
+      CHECK(ta.seconds(s, c) == tb.seconds(s, c));
+      CHECK(ta.peak_bytes(s, c) == tb.peak_bytes(s, c));
+    }
+    CHECK(a.gemm_half_tokens() == b.gemm_half_tokens());
+  }
+}

@@ -177,6 +177,17 @@ TEST_CASE("Lockstep.planner_under_zero3_plans_in_lockstep") {
       // The rounds only add waiting: the bound stays below the makespan.
       CHECK(plan.lower_bound_seconds <= plan.makespan_seconds);
       CHECK(plan.makespan_seconds >= static_cast<double>(rounds) * cost.parameter_gather_seconds());
+      // The best static layout is reported as it runs in lockstep: laid out, put in rounds,
+      // and never faster than the plan, which keeps the faster of the two.
+      auto static_plan =
+          DataCentricScheduler<analytic_cost_model, varlen_buckets, selective_pyramid_recompute,
+                               best_static_placement>(cost)
+              .plan(batch);
+      REQUIRE(static_plan.lockstep);
+      CHECK(plan.best_static_degree == static_plan.best_static_degree);
+      CHECK(plan.best_static_seconds ==
+            doctest::Approx(static_plan.makespan_seconds).epsilon(1e-12));
+      CHECK(plan.makespan_seconds <= plan.best_static_seconds);
     }
   }
   training_spec off;

@@ -194,6 +194,50 @@ TEST_CASE("Style.Planner.auto_is_never_slower_than_the_best_static_layout_of_any
   }
 }
 
+TEST_CASE(
+    "Style.Planner.a_sample_too_long_for_the_ulysses_cap_names_the_styles_that_reach_further") {
+  // Qwen2.5-7B has 28 heads: Ulysses stops at degree 4 of 16 GPUs. A 128K sample that does not
+  // fit four H100 must not read as a hardware limit: the message names the cap and the styles
+  // that reach degree 16, where ring attention holds the sample.
+  const auto cluster = hgx_cluster(2, gpus::h100_sxm());
+  const std::vector<sample> batch{text_sample(0, 131'072)};
+  const analytic_cost_model ulysses(models::qwen25_7b(), cluster);
+  std::string message;
+  try {
+    (void)DataCentricScheduler<>(ulysses).plan(batch);
+  } catch (const sample_does_not_fit& e) {
+    message = e.what();
+  }
+  CAPTURE(message);
+  CHECK(message.find("sample 0 (131072 tokens) does not fit") != std::string::npos);
+  CHECK(message.find("per GPU at degree 4 with full recompute") != std::string::npos);
+  CHECK(message.find("degree 4 is the largest Ulysses degree, which must divide heads = 28: sp = "
+                     "ring, hybrid or auto reach degree 16 on these 16 GPUs (ring attention "
+                     "there needs ") != std::string::npos);
+  for (const auto style :
+       {sequence_parallel::ring, sequence_parallel::hybrid, sequence_parallel::automatic}) {
+    const std::string name(to_string(style));
+    CAPTURE(name);
+    const auto plan =
+        DataCentricScheduler<>(analytic_cost_model(models::qwen25_7b(), cluster, with_style(style)))
+            .plan(batch);
+    REQUIRE(plan.micro_steps.size() == 1);
+    CHECK(plan.micro_steps[0].degree() > 4);
+  }
+
+  // Where the cluster, not the heads, sets the largest degree, the message has no such hint.
+  const std::vector<sample> huge{text_sample(0, 4'000'000)};
+  message.clear();
+  try {
+    (void)DataCentricScheduler<>(analytic_cost_model(models::llama3_8b(), cluster)).plan(huge);
+  } catch (const sample_does_not_fit& e) {
+    message = e.what();
+  }
+  CAPTURE(message);
+  CHECK(message.find("per GPU at degree 16 with full recompute") != std::string::npos);
+  CHECK(message.find("Ulysses degree") == std::string::npos);
+}
+
 TEST_CASE("Style.Bound.the_automatic_bound_is_at_most_every_fixed_styles_bound") {
   // The bound under the automatic style takes each sample's cheapest option over every style,
   // so it is never above the bound of any one style (by construction; this checks the code).

@@ -113,6 +113,8 @@ TEST_CASE("Tool.Cli.names_every_model_and_gpu") {
   CHECK(model_named("llama3-70b") == models::llama3_70b());
   CHECK(model_named("qwen2.5-7b") == models::qwen25_7b());
   CHECK(model_named("qwen2.5-72b") == models::qwen25_72b());
+  CHECK(model_named("qwen3-32b") == models::qwen3_32b());
+  CHECK(parse_plan({"--model", "qwen3-32b"}).model == "qwen3-32b");
   CHECK(model_named("stdit3-xl") == models::stdit3_xl());
   CHECK(model_named("wan2.1-14b") == models::wan21_14b());
   CHECK(gpu_named("h100") == gpus::h100_sxm());

@@ -34,14 +34,17 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 }
 
 /// Bytes saved per token per layer of a block kept for backward, with FlashAttention (no s²
-/// term): attention 8h + 4h_kv, SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f, cross-attention 6h.
+/// term): attention 4h + 4h_q + 4h_kv (the norm's input and output; q and the attention
+/// output, h_q = heads x head width wide; k and v), SwiGLU MLP 4h + 6f, GELU MLP 4h + 4f,
+/// cross-attention 2h + 4h_q (its input, q and output). h_q = h unless head_dim says otherwise.
 [[nodiscard]] inline std::int64_t activation_bytes_per_token_layer(
     const model_spec& model) noexcept {
   const std::int64_t h = model.hidden;
+  const std::int64_t h_q = model.q_hidden();
   const std::int64_t f = model.ffn;
-  std::int64_t bytes = 8 * h + 4 * model.kv_hidden();
+  std::int64_t bytes = 4 * h + 4 * h_q + 4 * model.kv_hidden();
   bytes += model.mlp == mlp_kind::swiglu ? 4 * h + 6 * f : 4 * h + 4 * f;
-  if (model.has_cross_attention()) bytes += 6 * h;
+  if (model.has_cross_attention()) bytes += 2 * h + 4 * h_q;
   return bytes;
 }
 
@@ -75,11 +78,12 @@ class activation_footprint {
   activation_footprint() = default;
   activation_footprint(const model_spec& model, const logits_memory& logits) noexcept
       : h_(static_cast<double>(model.hidden)),
+        h_q_(static_cast<double>(model.q_hidden())),
         h_kv_(static_cast<double>(model.kv_hidden())),
         full_(static_cast<double>(activation_bytes_per_token_layer(model))),
         kept_selective_(full_ - static_cast<double>(bytes_saved_by_selective(model))),
-        flash_(4.0 * h_ + 2.0 * (h_ + 2.0 * h_kv_)),
-        a2a_(h_ + 2.0 * h_kv_),
+        flash_(4.0 * h_q_ + 2.0 * (h_q_ + 2.0 * h_kv_)),
+        a2a_(h_q_ + 2.0 * h_kv_),
         vocab_(static_cast<double>(model.vocab)),
         logits_(logits),
         layers_(model.layers),
@@ -117,11 +121,11 @@ class activation_footprint {
   }
 
  private:
-  double h_ = 0, h_kv_ = 0;
-  double full_ = 0;            // bytes per token per kept layer
-  double kept_selective_ = 0;  // the same under selective recomputation
-  double flash_ = 0;           // FlashAttention backward transient per token
-  double a2a_ = 0;             // values per token of one all-to-all tensor: h + 2 h_kv
+  double h_ = 0, h_q_ = 0, h_kv_ = 0;  // hidden, q (heads x head width), k or v
+  double full_ = 0;                    // bytes per token per kept layer
+  double kept_selective_ = 0;          // the same under selective recomputation
+  double flash_ = 0;                   // FlashAttention backward transient per token
+  double a2a_ = 0;                     // values per token of one all-to-all tensor: h_q + 2 h_kv
   double vocab_ = 0;
   logits_memory logits_{};
   std::int64_t layers_ = 0;

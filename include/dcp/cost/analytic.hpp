@@ -191,7 +191,8 @@ class analytic_cost_model {
   }
 
   /// Attention FLOPs of the whole micro-batch over peak x efficiency (one GPU's share is this
-  /// over the degree): forward 4 h per (query, key) pair per layer, backward 2.5x forward in the
+  /// over the degree): forward 4 h_q per (query, key) pair per layer (h_q = heads x head width,
+  /// model_spec::q_hidden), backward 2.5x forward in the
   /// FlashAttention convention (§1.2, §2.1), recomputed layers one more forward;
   /// cross-attention pairs = tokens x text tokens. Each pass also pays the saturating curve's
   /// per-row term (analytic_constants): s_half per row, each row run against the ring part r of
@@ -200,14 +201,14 @@ class analytic_cost_model {
                                                  const execution_config& c) const noexcept {
     const double peak = cluster_.gpu.peak_flops;
     const double layers = static_cast<double>(model_.layers);
-    const double h = static_cast<double>(model_.hidden);
+    const double h_q = static_cast<double>(model_.q_hidden());
     const double recomputed = static_cast<double>(c.recompute.layers);
     const double pairs =
         s.attention_pairs + static_cast<double>(s.tokens) * static_cast<double>(model_.text_tokens);
     const double rows = attention_row_passes(s, c);
-    const double forward = 4.0 * h * (pairs + constants_.attention_forward_half_rows * rows) /
+    const double forward = 4.0 * h_q * (pairs + constants_.attention_forward_half_rows * rows) /
                            (constants_.attention_forward_efficiency * peak);
-    const double backward = 4.0 * h * (pairs + constants_.attention_backward_half_rows * rows) /
+    const double backward = 4.0 * h_q * (pairs + constants_.attention_backward_half_rows * rows) /
                             (constants_.attention_backward_efficiency * peak);
     return (layers + recomputed) * forward + 2.5 * layers * backward;
   }
@@ -285,13 +286,14 @@ class analytic_cost_model {
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
     const double per_gpu_tokens = static_cast<double>(s.tokens) / static_cast<double>(c.degree);
-    const double h = static_cast<double>(model_.hidden);
+    const double h_q = static_cast<double>(model_.q_hidden());
     const double h_kv = static_cast<double>(model_.kv_hidden());
     const bool crosses_nodes = u_members > cluster_.gpus_per_node;
     const double alpha = crosses_nodes ? cluster_.inter_node_latency : cluster_.intra_node_latency;
-    // Per layer forward: (u-1)/u x (s/d) x (2h + 2h_kv) x 2 bytes per GPU, backward the same,
-    // full recompute one more forward set; 4 all-to-alls per pass (§3.2).
-    const double per_layer_bytes = per_gpu_tokens * (2.0 * h + 2.0 * h_kv) * 2.0;
+    // Per layer forward: (u-1)/u x (s/d) x (2h_q + 2h_kv) x 2 bytes per GPU (q and the output
+    // are h_q wide), backward the same, full recompute one more forward set; 4 all-to-alls per
+    // pass (§3.2).
+    const double per_layer_bytes = per_gpu_tokens * (2.0 * h_q + 2.0 * h_kv) * 2.0;
     const double passes = 2.0 * layers + recomputed;
     const double in_node = static_cast<double>(std::min(u_members, cluster_.gpus_per_node));
     // All-to-all: the share bound for other nodes goes through this GPU's NIC (§3.1).

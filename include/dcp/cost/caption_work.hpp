@@ -12,10 +12,11 @@
 
 namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
-/// Cross-attention k and v weights of one block, h x h each (OpenSora kv_linear h -> 2h, Wan
-/// k and v); model_spec::per_token_params leaves exactly these out of the sample tokens' work.
+/// Cross-attention k and v weights of one block, h x h_q each (h_q = heads x head width, h
+/// unless head_dim says otherwise; OpenSora kv_linear h -> 2h, Wan k and v);
+/// model_spec::per_token_params leaves exactly these out of the sample tokens' work.
 [[nodiscard]] inline std::int64_t cross_attention_kv_weights(const model_spec& model) noexcept {
-  return model.has_cross_attention() ? 2 * model.hidden * model.hidden : 0;
+  return model.has_cross_attention() ? 2 * model.hidden * model.q_hidden() : 0;
 }
 
 /// Block parameters a recomputed block's forward multiplies every sample token by: the block
@@ -49,8 +50,9 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
 
 /// Bytes per sample that the caption keeps for backward on each GPU of the group (BF16, the
 /// Korthikanti accounting of §4.2 applied to the caption's tensors):
-///  - per block that keeps its activations: K and V of the caption, 2h values per caption token
-///    (the kv_linear output FlashAttention saves for its backward, attentions.py), 4h bytes;
+///  - per block that keeps its activations: K and V of the caption, 2h_q values per caption
+///    token (the kv_linear output FlashAttention saves for its backward, attentions.py), 4h_q
+///    bytes;
 ///    a fully recomputed block keeps only its inputs (the caption embedding is one of them,
 ///    counted below), and the block being recomputed holds its K and V once more;
 ///  - once: the embedder's input (text_embed_dim values, kept for the first layer's weight
@@ -64,6 +66,7 @@ class caption_memory {
       : present_(model.has_cross_attention()),
         layers_(model.layers),
         h_(static_cast<double>(model.hidden)),
+        h_q_(static_cast<double>(model.q_hidden())),
         text_(static_cast<double>(model.text_tokens)),
         embedder_(2.0 * static_cast<double>(model.text_embed_dim) + 6.0 * h_) {}
 
@@ -73,13 +76,13 @@ class caption_memory {
     if (!present_) return 0.0;
     const double kv_blocks =
         static_cast<double>(layers_ - recomputed_layers) + (recomputed_layers > 0 ? 1.0 : 0.0);
-    return text_ * (kv_blocks * 4.0 * h_ + embedder_);
+    return text_ * (kv_blocks * 4.0 * h_q_ + embedder_);
   }
 
  private:
   bool present_ = false;
   std::int64_t layers_ = 0;
-  double h_ = 0, text_ = 0, embedder_ = 0;
+  double h_ = 0, h_q_ = 0, text_ = 0, embedder_ = 0;
 };
 
 [[nodiscard]] inline double caption_activation_bytes_per_sample(

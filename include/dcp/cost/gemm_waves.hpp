@@ -28,17 +28,20 @@ struct gemm_shape {
 };
 
 /// The GEMMs acting on sample tokens, as model_spec counts them (per_token_params): per block
-/// QKV (h + 2 h_kv wide), O, cross-attention Q and O for DiTs (their K/V act on the caption),
-/// the MLP's up (2f for SwiGLU's gate + up) and down; the LM head once.
+/// QKV (h_q + 2 h_kv wide, h_q = heads x head width), O (h_q -> h), cross-attention Q and O for
+/// DiTs (their K/V act on the caption), the MLP's up (2f for SwiGLU's gate + up) and down; the
+/// LM head once. An inner x width GEMM and its transpose count alike (forward and data gradient).
 [[nodiscard]] inline std::array<gemm_shape, 6> token_gemms(const model_spec& m) noexcept {
   const double h = static_cast<double>(m.hidden);
+  const double h_q = static_cast<double>(m.q_hidden());
   const double f = static_cast<double>(m.ffn);
   const double layers = static_cast<double>(m.layers);
-  const double qkv =
-      m.family == model_family::decoder_lm ? h + 2.0 * static_cast<double>(m.kv_hidden()) : 3.0 * h;
+  const double qkv = m.family == model_family::decoder_lm
+                         ? h_q + 2.0 * static_cast<double>(m.kv_hidden())
+                         : 3.0 * h_q;
   return {{{h, qkv, layers},
-           {h, h, layers},
-           {h, h, m.has_cross_attention() ? 2.0 * layers : 0.0},
+           {h_q, h, layers},
+           {h, h_q, m.has_cross_attention() ? 2.0 * layers : 0.0},
            {h, m.mlp == mlp_kind::swiglu ? 2.0 * f : f, layers},
            {f, h, layers},
            {h, static_cast<double>(m.vocab), 1.0}}};

@@ -60,8 +60,9 @@ struct step_plan {
   double lower_bound_seconds = 0;  ///< no plan can finish the micro-steps sooner
   double memory_budget_bytes = 0;
   double gradient_sync_seconds = 0;  ///< predicted tail after the last micro-step
-  /// Makespan of the best static layout (one degree for every sample), when the placement
-  /// computed it; 0 when it proved every static layout slower without laying them all out.
+  /// Makespan of the best static layout (one degree for every sample; in lockstep rounds when
+  /// the plan is in lockstep), when the placement computed it; 0 when it proved every static
+  /// layout slower without laying them all out.
   double best_static_seconds = 0;
   std::int64_t best_static_degree = 0;
   /// World barriers, as sequence numbers in increasing order: for each b, no micro-step with

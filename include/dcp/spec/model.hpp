@@ -33,13 +33,25 @@ struct model_spec {
   attention_kind attention = attention_kind::causal;  ///< the model's native layout
   std::int64_t text_tokens = 0;                       ///< cross-attention context (DiT captions)
   std::int64_t text_embed_dim = 0;                    ///< width of the text encoder output
+  /// Width of one attention head; 0 means hidden / heads. Models such as Qwen3 set it apart from
+  /// the hidden size (Qwen3-32B: hidden 5120, 64 heads of 128), so q and the attention output
+  /// are heads x head_dim wide, not hidden.
+  std::int64_t head_dim = 0;
 
   /// Largest value of a shape field: recompute_setting counts layers in int32, and no real
   /// tensor dimension, vocabulary or caption length comes near it.
   static constexpr std::int64_t max_dimension = std::numeric_limits<std::int32_t>::max();
 
-  [[nodiscard]] std::int64_t head_dim() const noexcept { return heads ? hidden / heads : 0; }
-  [[nodiscard]] std::int64_t kv_hidden() const noexcept { return kv_heads * head_dim(); }
+  /// The width of one head in use: head_dim, or hidden / heads where head_dim is 0.
+  [[nodiscard]] std::int64_t head_width() const noexcept {
+    if (head_dim != 0) return head_dim;
+    return heads ? hidden / heads : 0;
+  }
+  /// Width of q and of the attention output: heads x head_width() (hidden unless head_dim
+  /// sets the heads apart).
+  [[nodiscard]] std::int64_t q_hidden() const noexcept { return heads * head_width(); }
+  /// Width of k or of v: kv_heads x head_width().
+  [[nodiscard]] std::int64_t kv_hidden() const noexcept { return kv_heads * head_width(); }
   [[nodiscard]] bool has_cross_attention() const noexcept { return text_tokens > 0; }
 
   /// Parameters of one transformer block (weights, biases, norms).
@@ -68,18 +80,19 @@ struct model_spec {
   [[nodiscard]] Int block_params_as() const noexcept {
     const Int h = hidden;
     const Int f = ffn;
-    const Int kv = Int{kv_heads} * Int{head_dim()};
+    const Int q = Int{heads} * Int{head_width()};
+    const Int kv = Int{kv_heads} * Int{head_width()};
     const Int mlp_params =
         mlp == mlp_kind::swiglu ? 3 * h * f : 2 * h * f + f + h;  // GELU MLPs carry biases
     if (family == model_family::decoder_lm) {
-      // Llama/Qwen block: q, o (h x h), k, v (h x h_kv), MLP, two RMSNorm weights.
-      Int p = 2 * h * h + 2 * h * kv + mlp_params + 2 * h;
-      if (qkv_bias) p += h + 2 * kv;
+      // Llama/Qwen block: q (h x q), o (q x h), k, v (h x h_kv), MLP, two RMSNorm weights.
+      Int p = 2 * h * q + 2 * h * kv + mlp_params + 2 * h;
+      if (qkv_bias) p += q + 2 * kv;
       return p;
     }
-    // DiT block: self-attention and cross-attention (q, k, v, o with biases), MLP, adaLN table
-    // and q/k norms (docs/cost-sources.md §2.3 and §6).
-    const Int attention_params = 4 * h * h + 4 * h;
+    // DiT block: self-attention and cross-attention (q, k, v of h x q and o of q x h, with
+    // biases), MLP, adaLN table and q/k norms (docs/cost-sources.md §2.3 and §6).
+    const Int attention_params = 4 * h * q + 3 * q + h;
     Int p = attention_params + mlp_params + 6 * h + 2 * h;
     if (has_cross_attention()) p += attention_params;
     return p;
@@ -101,8 +114,9 @@ struct model_spec {
   template <class Int>
   [[nodiscard]] Int per_token_params_as() const noexcept {
     const Int h = hidden;
+    const Int q = Int{heads} * Int{head_width()};
     Int p = Int{layers} * block_params_as<Int>();
-    if (has_cross_attention()) p -= Int{layers} * 2 * h * h;
+    if (has_cross_attention()) p -= Int{layers} * 2 * h * q;  // k, v act on the caption
     if (family == model_family::decoder_lm) p += Int{vocab} * h;
     return p;
   }
@@ -110,10 +124,10 @@ struct model_spec {
   friend bool operator==(const model_spec&, const model_spec&) = default;
 
   /// Throws invalid_spec naming the first inconsistent field, its value and the limit: an
-  /// unknown kind, a shape field outside [1, max_dimension] (vocab, text_tokens and
-  /// text_embed_dim may be 0), heads that do not divide hidden, kv_heads that do not divide
-  /// heads, a decoder LM without vocab or with cross-attention, cross-attention without a text
-  /// width, or parameter counts beyond int64.
+  /// unknown kind, a shape field outside [1, max_dimension] (vocab, text_tokens,
+  /// text_embed_dim and head_dim may be 0), heads that do not divide hidden where head_dim is
+  /// 0, kv_heads that do not divide heads, a decoder LM without vocab or with cross-attention,
+  /// cross-attention without a text width, or parameter counts beyond int64.
   void validate() const {
     const auto where = [&] { return "model '" + name + "': "; };
     const auto require_known = [&](bool known, auto value, const char* field, const char* allowed) {
@@ -143,9 +157,11 @@ struct model_spec {
     require_in_range(vocab, "vocab", 0);
     require_in_range(text_tokens, "text_tokens", 0);
     require_in_range(text_embed_dim, "text_embed_dim", 0);
-    if (hidden % heads != 0)
+    require_in_range(head_dim, "head_dim", 0);
+    if (head_dim == 0 && hidden % heads != 0)
       throw invalid_spec(where() + "hidden = " + std::to_string(hidden) +
-                         " is not a multiple of heads = " + std::to_string(heads));
+                         " is not a multiple of heads = " + std::to_string(heads) +
+                         " (set head_dim for heads narrower or wider than hidden / heads)");
     if (kv_heads > heads || heads % kv_heads != 0)
       throw invalid_spec(where() + "kv_heads = " + std::to_string(kv_heads) +
                          " must divide heads = " + std::to_string(heads));
@@ -162,11 +178,12 @@ struct model_spec {
     // The same formulas as block_params() and the others, with every step checked.
     const auto require_representable = [&](detail::checked_int64 count, const char* what) {
       if (count.overflow)
-        throw invalid_spec(where() + what + " exceeds " + std::to_string(detail::int64_max) +
-                           " (layers = " + std::to_string(layers) +
-                           ", hidden = " + std::to_string(hidden) +
-                           ", ffn = " + std::to_string(ffn) + ", vocab = " + std::to_string(vocab) +
-                           ", text_embed_dim = " + std::to_string(text_embed_dim) + ")");
+        throw invalid_spec(
+            where() + what + " exceeds " + std::to_string(detail::int64_max) +
+            " (layers = " + std::to_string(layers) + ", hidden = " + std::to_string(hidden) +
+            ", heads = " + std::to_string(heads) + ", head_dim = " + std::to_string(head_dim) +
+            ", ffn = " + std::to_string(ffn) + ", vocab = " + std::to_string(vocab) +
+            ", text_embed_dim = " + std::to_string(text_embed_dim) + ")");
     };
     require_representable(block_params_as<detail::checked_int64>(), "block_params");
     require_representable(outer_params_as<detail::checked_int64>(), "outer_params");
@@ -177,7 +194,8 @@ struct model_spec {
 
 inline std::ostream& operator<<(std::ostream& os, const model_spec& m) {
   os << "model{" << m.name << ", layers=" << m.layers << ", hidden=" << m.hidden
-     << ", heads=" << m.heads << '/' << m.kv_heads << ", ffn=" << m.ffn << ", vocab=" << m.vocab
+     << ", heads=" << m.heads << '/' << m.kv_heads << ", head_dim=" << m.head_width()
+     << (m.head_dim == 0 ? " (hidden/heads)" : "") << ", ffn=" << m.ffn << ", vocab=" << m.vocab
      << ", params=";
   // Printing never overflows, whether or not the spec was validated.
   const auto params = m.total_params_as<detail::checked_int64>();
@@ -207,6 +225,14 @@ namespace models {
 [[nodiscard]] inline model_spec qwen25_72b() {
   return {"Qwen2.5-72B", model_family::decoder_lm, 80, 8192, 64, 8, 29568, 152064, mlp_kind::swiglu,
           true,          attention_kind::causal,   0,  0};
+}
+/// Qwen3-32B (Hugging Face config.json: 64 layers, hidden 5120, 64 query and 8 key-value heads of
+/// head_dim 128, so q is 8192 wide; intermediate 25600, vocab 151936, untied embeddings, no QKV
+/// bias). The per-head q/k RMSNorm weights (256 per layer) are left out: total_params() is
+/// 32.76 B where the model card gives 32.8 B (31.2 B non-embedding).
+[[nodiscard]] inline model_spec qwen3_32b() {
+  return {"Qwen3-32B", model_family::decoder_lm, 64, 5120, 64, 8, 25600, 151936, mlp_kind::swiglu,
+          false,       attention_kind::causal,   0,  0,    128};
 }
 /// The GPT of Megatron-LM's dynamic-context-parallel benchmark (dev branch,
 /// examples/dynamic_context_parallel/benchmark_dcp.sh: NUM_LAYERS 12, HIDDEN_SIZE 2048,

@@ -2,6 +2,7 @@
 // The error for a sample that fits nowhere: what it needs, at which degree, against what is
 // available.
 
+#include <cstdint>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -20,10 +21,40 @@ namespace dcp::inline DCP_ABI_NAMESPACE::detail {
   return os.str();
 }
 
+/// The largest power of two at most `gpus` (1 for gpus < 2): the largest degree ring, hybrid
+/// and automatic styles allow on a cluster of `gpus`.
+[[nodiscard]] constexpr std::int64_t largest_degree(std::int64_t gpus) noexcept {
+  std::int64_t d = 1;
+  while (d <= gpus / 2) d *= 2;
+  return d;
+}
+
+/// Where the Ulysses style stopped short of the cluster (its degree must divide the head count),
+/// the sentence that says so and names the styles that reach the cluster's largest degree, with
+/// what sample i needs there under ring attention with full recompute; empty otherwise.
+template <class Input>
+[[nodiscard]] std::string ulysses_cap_hint(const Input& input, std::size_t i) {
+  if (input.sp() != sequence_parallel::ulysses) return {};
+  const auto& cost = input.cost();
+  const std::int64_t capped = input.degrees().back();
+  const std::int64_t reach = largest_degree(cost.cluster().gpus);
+  if (capped >= reach) return {};
+  const execution_config ring{reach, sequence_parallel::ring,
+                              recompute_setting::full(cost.model().layers)};
+  const double need = cost.peak_bytes(input.shape(i), ring);
+  return "; degree " + std::to_string(capped) +
+         " is the largest Ulysses degree, which must divide heads = " +
+         std::to_string(cost.model().heads) + ": sp = ring, hybrid or auto reach degree " +
+         std::to_string(reach) + " on these " + std::to_string(cost.cluster().gpus) +
+         " GPUs (ring attention there needs " + format_gib(need) + " per GPU with full recompute)";
+}
+
 /// Throws sample_does_not_fit for sample i of `input`: names it, the bytes it needs at the
 /// largest degree with every layer recomputed, and the bytes available. When full recomputation
 /// would fit but the recompute strategy does not choose it (none, selective, a user's), the
-/// message names the strategy and gives the bytes without recomputation too.
+/// message names the strategy and gives the bytes without recomputation too. When the Ulysses
+/// style's head-count cap, not the cluster, set the largest degree, it says so
+/// (ulysses_cap_hint).
 template <class Input>
 [[noreturn]] void throw_does_not_fit(const Input& input, std::size_t i) {
   const auto& s = input.sample(i);
@@ -49,13 +80,14 @@ template <class Input>
   if (need <= input.budget()) {
     const double kept =
         cost.peak_bytes(input.shape(i), input.config(k, recompute_setting::none(), tightest));
-    throw sample_does_not_fit(
-        head + " under recompute strategy '" + std::string(input.recompute().name()) +
-        "': it needs " + bytes(kept) + at + " without recomputation and " + bytes(need) +
-        " with full recompute, which this strategy does not choose; " + available);
+    throw sample_does_not_fit(head + " under recompute strategy '" +
+                              std::string(input.recompute().name()) + "': it needs " + bytes(kept) +
+                              at + " without recomputation and " + bytes(need) +
+                              " with full recompute, which this strategy does not choose; " +
+                              available + ulysses_cap_hint(input, i));
   }
   throw sample_does_not_fit(head + ": it needs " + bytes(need) + at + " with full recompute, " +
-                            available);
+                            available + ulysses_cap_hint(input, i));
 }
 
 }  // namespace dcp::inline DCP_ABI_NAMESPACE::detail

@@ -579,10 +579,11 @@ class truth_model {
     recomputed_params_ = static_cast<double>(detail::recomputed_params_per_token_block(model_));
     selective_saving_ = static_cast<double>(detail::bytes_saved_by_selective(model_));
     // Memory-bound bytes per token per layer, forward [D]: two norms (read + write 2h each:
-    // 8h), RoPE on Q and K (4h + 4h_kv), two residual adds (read 4h, write 2h each: 12h), the
-    // MLP activation (SwiGLU reads 4f, writes 2f; GELU 4f).
-    elementwise_bytes_ = static_cast<double>(24 * h + 4 * model_.kv_hidden() +
-                                             (model_.mlp == mlp_kind::swiglu ? 6 * f : 4 * f));
+    // 8h), RoPE on Q and K (4h_q + 4h_kv, h_q = heads x head width), two residual adds (read
+    // 4h, write 2h each: 12h), the MLP activation (SwiGLU reads 4f, writes 2f; GELU 4f).
+    elementwise_bytes_ =
+        static_cast<double>(20 * h + 4 * model_.q_hidden() + 4 * model_.kv_hidden() +
+                            (model_.mlp == mlp_kind::swiglu ? 6 * f : 4 * f));
     // Loss: about four passes over BF16 logits and their FP32 upcast [D].
     loss_bytes_ = model_.vocab > 0
                       ? 4.0 * constants_.logits_bytes_per_entry * static_cast<double>(model_.vocab)
@@ -625,7 +626,7 @@ class truth_model {
     const double d = static_cast<double>(c.degree);
     const double layers = static_cast<double>(model_.layers);
     const double recomputed = static_cast<double>(c.recompute.layers);
-    const double h = static_cast<double>(model_.hidden);
+    const double h_q = static_cast<double>(model_.q_hidden());  // heads x head width
     const double h_kv = static_cast<double>(model_.kv_hidden());
     const double tokens = static_cast<double>(s.tokens);
     const double per_gpu = tokens / d;
@@ -644,19 +645,19 @@ class truth_model {
                        (constants_.gemm_efficiency_max * peak);
     if (model_.has_cross_attention()) out.gemm_seconds += caption_seconds(s, c);
 
-    // Attention: 4h FLOPs per (query, key) pair per layer forward, backward 2.5x (§1.2, §2.1),
-    // recomputed blocks one more forward; the fitted FA3 curves make a sequence of s tokens
-    // cost (pairs + s_half * rows) / (eta_max R) per unit of 4h. Ulysses runs whole sequences
-    // on h/d of the heads (rows = s); ring runs s/d query rows against d key chunks, so each
-    // GPU pays the per-row cost d times (§3.3: lower efficiency on (s/d) tiles); a hybrid runs
-    // s/r rows of h/u heads against r chunks, r times the per-row cost.
+    // Attention: 4h_q FLOPs per (query, key) pair per layer forward, backward 2.5x (§1.2,
+    // §2.1), recomputed blocks one more forward; the fitted FA3 curves make a sequence of s
+    // tokens cost (pairs + s_half * rows) / (eta_max R) per unit of 4h_q. Ulysses runs whole
+    // sequences on 1/d of the heads (rows = s); ring runs s/d query rows against d key chunks, so
+    // each GPU pays the per-row cost d times (§3.3: lower efficiency on (s/d) tiles); a hybrid runs
+    // s/r rows of 1/u of the heads against r chunks, r times the per-row cost.
     const double text = static_cast<double>(model_.text_tokens);
     const double pairs = s.attention_pairs + tokens * text;
     const double row_passes = (model_.has_cross_attention() ? 2.0 : 1.0) * tokens * r * row_share_;
     const double forward_per_layer =
-        4.0 * h * (pairs + forward_.half * row_passes) / (forward_.max * peak);
+        4.0 * h_q * (pairs + forward_.half * row_passes) / (forward_.max * peak);
     const double backward_per_layer =
-        4.0 * h * (pairs + backward_.half * row_passes) / (backward_.max * peak);
+        4.0 * h_q * (pairs + backward_.half * row_passes) / (backward_.max * peak);
     out.attention_seconds =
         ((layers + recomputed) * forward_per_layer + 2.5 * layers * backward_per_layer) / d;
 
@@ -679,13 +680,13 @@ class truth_model {
     out.nic_bandwidth = cluster_.nic_bandwidth;
     if (u_members > 1) {
       // Ulysses: 4 all-to-alls per pass (Q, K, V, O), passes = forward + backward + recompute;
-      // per GPU (s/d)(2h + 2h_kv) 2 bytes per pass (§3.2). A share (g-1)/u stays on NVLink, the
+      // per GPU (s/d)(2h_q + 2h_kv) 2 bytes per pass (§3.2). A share (g-1)/u stays on NVLink, the
       // share (u-g)/u leaves through the NIC; both run at once (§1.2 [S] nccl-tests#130). A
       // hybrid's Ulysses group is node-local (u divides the node), its all-to-alls serial
       // before and after the ring, which hides nothing of them.
       const bool whole = u_members == c.degree;
       const double passes = 2.0 * layers + recomputed;
-      const double per_pass = per_gpu * (2.0 * h + 2.0 * h_kv) * 2.0;
+      const double per_pass = per_gpu * (2.0 * h_q + 2.0 * h_kv) * 2.0;
       const bool spans = whole && layout.crosses_nodes();
       const double in_node = spans ? static_cast<double>(layout.min_per_node) : u;
       const double remote = spans ? u - in_node : 0.0;
