@@ -1,13 +1,13 @@
-"""A small Llama-style decoder in PyTorch, trained with sequence parallelism on CPU (Gloo).
+"""A small Llama-style decoder in PyTorch, on CPU, float64 (so that gradients of different plans
+can be compared to 1e-9): RMSNorm, causal self-attention with rotary position embeddings, a
+SwiGLU MLP, a few layers.
 
-RMSNorm, causal self-attention with rotary position embeddings, a SwiGLU MLP, a few layers;
-float64 so that gradients of different plans can be compared to 1e-9. A micro-batch is a
-packed set of sequences; each sequence's tokens are split into contiguous chunks over the
-members of the micro-step's group (chunk j on member j), and attention gathers the keys and
-values of the whole micro-batch from the group (`GatherKeysValues`), with a block-diagonal
-causal mask built from each token's (sequence, position). Nothing here knows about dcp: the
-plain data-parallel loop (plain_training_loop.py) and the dcp loop (ten_line_integration.py)
-run the same `Llama.forward_backward`.
+A micro-batch is a packed set of sequences. `Llama.loss` runs the tokens of the sequences `ids`
+that a `layout` holds (all of them when there is none) at their positions in their sequences,
+and attends with the model's `attend(q, k, v)`: by default a block-diagonal causal attention
+over the tokens it holds; the dcp loop passes `dcp.torch.attend`, which attends across the
+micro-step's group. Nothing here imports dcp: the plain data-parallel loop
+(plain_training_loop.py) and the dcp loop (ten_line_integration.py) run the same model.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import List, Optional, Sequence
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 DTYPE = torch.float64
 
@@ -68,68 +67,6 @@ def tokens_of(batch: Sequence[Document], ids: Optional[Sequence[int]] = None) ->
     return sum(s.length for s in chosen)
 
 
-def chunk_bounds(length: int, degree: int, member: int) -> range:
-    """Positions of a sequence of `length` tokens held by `member` of a group of `degree`."""
-    return range(length * member // degree, length * (member + 1) // degree)
-
-
-class Layout:
-    """Which tokens of a micro-batch each member holds, in the order the gather concatenates
-    them: member 0's chunks of every sequence, then member 1's, ..."""
-
-    def __init__(self, lengths: Sequence[int], degree: int, member: int):
-        self.degree = degree
-        self.member = member
-        self.sizes = []  # tokens held by each member
-        seq_ids, positions = [], []
-        for j in range(degree):
-            n = 0
-            for s, length in enumerate(lengths):
-                chunk = chunk_bounds(length, degree, j)
-                seq_ids.extend([s] * len(chunk))
-                positions.extend(chunk)
-                n += len(chunk)
-            self.sizes.append(n)
-        self.all_sequence = torch.tensor(seq_ids, dtype=torch.long)
-        self.all_position = torch.tensor(positions, dtype=torch.long)
-        begin = sum(self.sizes[:member])
-        self.mine = slice(begin, begin + self.sizes[member])
-        self.sequence = self.all_sequence[self.mine]
-        self.position = self.all_position[self.mine]
-
-    def mask(self) -> torch.Tensor:
-        """[mine, all]: a query sees the keys of its own sequence at or before its position."""
-        same = self.sequence[:, None] == self.all_sequence[None, :]
-        causal = self.all_position[None, :] <= self.position[:, None]
-        return same & causal
-
-
-class GatherKeysValues(torch.autograd.Function):
-    """Forward: all-gather each member's keys and values (packed on the last dimension) over the
-    group, padded to the largest member's count (Gloo gathers equal sizes). Backward: each
-    member's gradient holds its own queries' share for every key, so the member's slice of the
-    SUM over the group is its keys' gradient: a reduce-scatter, written as all-reduce and slice
-    (Gloo has no reduce_scatter; torch 1.13's distributed.nn all_gather is wrong on subgroups
-    that do not start at rank 0)."""
-
-    @staticmethod
-    def forward(ctx, local: torch.Tensor, group, sizes: List[int], member: int) -> torch.Tensor:
-        ctx.group, ctx.sizes, ctx.member = group, sizes, member
-        widest = max(sizes)
-        padded = local.new_zeros((widest,) + tuple(local.shape[1:]))
-        padded[: local.shape[0]] = local
-        parts = [torch.empty_like(padded) for _ in sizes]
-        dist.all_gather(parts, padded.contiguous(), group=group)
-        return torch.cat([p[:n] for p, n in zip(parts, sizes)], dim=0)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        total = grad.contiguous().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM, group=ctx.group)
-        begin = sum(ctx.sizes[: ctx.member])
-        return total[begin : begin + ctx.sizes[ctx.member]], None, None, None
-
-
 def rotary(x: torch.Tensor, position: torch.Tensor, base: float) -> torch.Tensor:
     """Rotary position embedding of x [tokens, heads, head_dim] at the given positions."""
     half = x.shape[-1] // 2
@@ -144,8 +81,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
 
 
-def attention_core(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d) + mask) v for q [n, h, d], k and v [m, h, d], mask [n, m]."""
+def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sequence: torch.Tensor,
+                    position: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + mask) v over q, k, v [n, h, d]: a token sees the tokens of its
+    own sequence at or before its position."""
+    mask = (sequence[:, None] == sequence[None, :]) & (position[None, :] <= position[:, None])
     scores = torch.einsum("nhd,mhd->hnm", q, k) / math.sqrt(q.shape[-1])
     scores = scores.masked_fill(~mask[None], float("-inf"))
     return torch.einsum("hnm,mhd->nhd", scores.softmax(-1), v)
@@ -165,64 +105,59 @@ class Block(torch.nn.Module):
         self.w_gate, self.w_up = weight(c.ffn, c.hidden), weight(c.ffn, c.hidden)
         self.w_down = weight(c.hidden, c.ffn)
 
-    def forward(self, x: torch.Tensor, layout: Layout, group, selective: bool) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, sequence: torch.Tensor, position: torch.Tensor, attend) -> torch.Tensor:
         c = self.c
         head = c.hidden // c.heads
         h = rms_norm(x, self.attention_norm)
-        q = rotary((h @ self.wq.T).view(-1, c.heads, head), layout.position, c.rope_base)
-        k = rotary((h @ self.wk.T).view(-1, c.heads, head), layout.position, c.rope_base)
+        q = rotary((h @ self.wq.T).view(-1, c.heads, head), position, c.rope_base)
+        k = rotary((h @ self.wk.T).view(-1, c.heads, head), position, c.rope_base)
         v = (h @ self.wv.T).view(-1, c.heads, head)
-        if layout.degree > 1:
-            kv = GatherKeysValues.apply(torch.cat([k, v], dim=-1), group, layout.sizes, layout.member)
-            k, v = kv[..., :head], kv[..., head:]
-        mask = layout.mask()
-        if selective:  # selective recomputation: the attention probabilities are not kept
-            a = checkpoint(attention_core, q, k, v, mask, use_reentrant=False)
-        else:
-            a = attention_core(q, k, v, mask)
+        a = attend(q, k, v) if attend is not None else local_attention(q, k, v, sequence, position)
         x = x + a.reshape(-1, c.hidden) @ self.wo.T
         h = rms_norm(x, self.mlp_norm)
         return x + (F.silu(h @ self.w_gate.T) * (h @ self.w_up.T)) @ self.w_down.T
 
 
 class Llama(torch.nn.Module):
-    def __init__(self, c: Config = Config(), seed: int = 7):
+    """`attend(q, k, v)`, if given, replaces the local attention of every block."""
+
+    def __init__(self, c: Config = Config(), seed: int = 7, attend=None):
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
         self.c = c
+        self.attend = attend
         self.embedding = torch.nn.Parameter(torch.randn(c.vocab, c.hidden, generator=generator, dtype=DTYPE))
         self.blocks = torch.nn.ModuleList(Block(c, generator) for _ in range(c.layers))
         self.final_norm = torch.nn.Parameter(torch.ones(c.hidden, dtype=DTYPE))
         self.output = torch.nn.Parameter(
             torch.randn(c.vocab, c.hidden, generator=generator, dtype=DTYPE) / math.sqrt(c.hidden))
-        self.loss_sum = 0.0  # scaled loss accumulated since zero_grad (this rank's share)
+        self.loss_sum = 0.0  # losses differentiated since zero_grad (this rank's share)
 
     def zero_grad(self, set_to_none: bool = False) -> None:
         super().zero_grad(set_to_none=set_to_none)
         self.loss_sum = 0.0
 
-    def forward_backward(self, batch: Sequence[Document], ids: Sequence[int], group, degree: int, member: int,
-                         scale: float, recomputed_layers: int = 0, selective: bool = False) -> None:
-        """Forward and backward of the sequences `ids` of `batch` as one micro-batch on a group
-        of `degree` members (this rank is `member`; group None when degree is 1): the loss is
-        the sum of per-token cross-entropies of this member's tokens times `scale`, gradients
-        accumulate. The first `recomputed_layers` layers keep only their input (recomputed in
-        backward); with `selective`, the others drop their attention probabilities."""
+    def loss(self, batch: Sequence[Document], ids: Sequence[int], layout=None) -> torch.Tensor:
+        """The sum of per-token cross-entropies over the sequences `ids` of `batch`, packed in
+        that order: of the tokens `layout` holds (its local_indices and local_positions into
+        the packed inputs), or of all of them."""
         sequences = [batch[i] for i in ids]
-        layout = Layout([s.length for s in sequences], degree, member)
-        inputs, targets = [], []
-        for s in sequences:
-            chunk = chunk_bounds(s.length, degree, member)
-            inputs.extend(s.tokens[chunk.start : chunk.stop])
-            targets.extend(s.tokens[chunk.start + 1 : chunk.stop + 1])
-        x = self.embedding[torch.tensor(inputs, dtype=torch.long)]
-        for index, block in enumerate(self.blocks):
-            if index < recomputed_layers:
-                x = checkpoint(block, x, layout, group, False, use_reentrant=False)
-            else:
-                x = block(x, layout, group, selective)
+        inputs = torch.tensor([t for s in sequences for t in s.tokens[:-1]], dtype=torch.long)
+        targets = torch.tensor([t for s in sequences for t in s.tokens[1:]], dtype=torch.long)
+        if layout is None:
+            sequence = torch.tensor([n for n, s in enumerate(sequences) for _ in range(s.length)], dtype=torch.long)
+            position = torch.tensor([p for s in sequences for p in range(s.length)], dtype=torch.long)
+        else:
+            inputs, targets = inputs[layout.local_indices], targets[layout.local_indices]
+            sequence, position = layout.local_sequence, layout.local_positions
+        x = self.embedding[inputs]
+        for block in self.blocks:
+            x = block(x, sequence, position, self.attend)
         logits = rms_norm(x, self.final_norm) @ self.output.T
-        loss = F.cross_entropy(logits, torch.tensor(targets, dtype=torch.long), reduction="sum") * scale
+        return F.cross_entropy(logits, targets, reduction="sum")
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Differentiate `loss` (gradients accumulate) and count it in loss_sum."""
         loss.backward()
         self.loss_sum += loss.item()
 

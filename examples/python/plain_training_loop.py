@@ -15,7 +15,7 @@ def train(rank: int, ranks: int) -> None:
         batch = batch_of(step)
         model.zero_grad()
         mine = list(range(rank, len(batch), ranks))  # every ranks-th document, one micro-batch here
-        model.forward_backward(batch, mine, None, 1, 0, 1.0 / tokens_of(batch))
+        model.backward(model.loss(batch, mine) / tokens_of(batch))
         loss = model.all_reduce()  # SUM: the gradient of the batch's mean loss per token
         if rank == 0 and (step % 10 == 0 or step == 29):
             print(f"step {step:2d}  loss {loss:.12g}", flush=True)
