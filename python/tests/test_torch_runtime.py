@@ -186,6 +186,44 @@ def body_bf16_attention(rank: int, ranks: int, style: str) -> None:
     assert worst[0] < 2e-2, f"bf16 attention differs from float64 by {worst[0]:.3g} relative"
 
 
+class TokenMixer(torch.nn.Module):
+    """q, k and v projections of per-token features, attention through dcp.torch.attend, and a
+    squared-sum loss: a model whose gradients need every collective of its micro-step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(5)
+        self.project = torch.nn.Parameter(torch.randn(3, 16, 16, generator=generator, dtype=torch.float64) / 4)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        q, k, v = ((features @ self.project[j]).view(-1, 4, 4) for j in range(3))
+        return dcp.torch.attend(q, k, v).pow(2).sum()
+
+
+def body_ddp_mean_is_the_sum(rank: int, ranks: int) -> None:
+    """DDP averages gradients; with gradient_reduction="mean" and model=ddp (sync in the last
+    micro-step only) they equal a plain module's under SUM."""
+    cache = dcp.torch.GroupCache().warm_up()
+    batch = UNEQUAL  # ranks run 1, 1, 2 and 2 micro-steps: DDP syncing in each would hang
+    plan = scheduler(ranks, dcp.models.qwen25_7b()).plan(batch)
+    tokens_of = {i: n // 1_000 for i, n in enumerate(batch)}
+    generator = torch.Generator().manual_seed(7)
+    features = {i: torch.randn(tokens_of[i], 16, generator=generator, dtype=torch.float64) for i in tokens_of}
+
+    def micro_step(module):
+        return lambda c: module(torch.cat([features[i] for i in c.sample_ids])[c.layout.local_indices])
+
+    plain, wrapped = TokenMixer(), TokenMixer()
+    ddp = torch.nn.parallel.DistributedDataParallel(wrapped)
+    dcp.torch.run_step(plan, micro_step(plain), batch=batch, cache=cache, tokens_of=tokens_of)
+    dist.all_reduce(plain.project.grad)
+    dcp.torch.run_step(plan, micro_step(ddp), batch=batch, cache=cache, tokens_of=tokens_of, model=ddp,
+                       gradient_reduction="mean")
+    assert len(set(counts(plan))) > 1, f"micro-step counts {counts(plan)}: no_sync untested"
+    difference = float((wrapped.project.grad - plain.project.grad).abs().max() / plain.project.grad.abs().max())
+    assert difference < 1e-12, f"DDP's averaged gradient differs from the SUM by {difference:.3g} relative"
+
+
 class RunStepTest(unittest.TestCase):
     def test_every_sample_once_and_the_loss_scales_sum_to_the_batch_mean(self):
         run_on_ranks(body_sums_loss_scales, RANKS, "sum")
@@ -212,6 +250,9 @@ class RunStepTest(unittest.TestCase):
 
     def test_out_of_memory_is_reported_and_the_step_replanned(self):
         run_on_ranks(body_replans_out_of_memory, RANKS)
+
+    def test_ddp_with_mean_reduction_gives_the_sum_of_gradients(self):
+        run_on_ranks(body_ddp_mean_is_the_sum, RANKS, collective_timeout=30)
 
     def test_bf16_micro_steps_match_float64_within_bf16_precision(self):
         for style in ("ulysses", "ring", "hybrid"):

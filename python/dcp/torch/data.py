@@ -45,7 +45,10 @@ class PlannedBatches:
     `length_of(index)`: the sample's tokens without loading it. `scheduler`: anything with
     `plan(list of dcp.Sample)` (dcp.Scheduler, dcp.CalibratedScheduler, dcp.StaticScheduler).
     `sample_of(index, tokens)` makes the dcp.Sample planned (default: a text sample; pass
-    dcp.video_sample for videos). `prefetch`: plan the next batch while this one trains.
+    dcp.video_sample for videos). `prefetch`: plan the next batch while this one trains — on
+    another thread, with the scheduler as it is then; a CalibratedScheduler that observes every
+    step needs `prefetch=False`, so that each plan sees the last fit and never runs while
+    `observe` changes the model.
     """
 
     def __init__(self, dataset, batches: Iterable[Sequence[int]], length_of: Callable[[int], int], scheduler, *,
