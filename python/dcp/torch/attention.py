@@ -22,9 +22,11 @@ Collectives: only `all_to_all_single` with uneven (also zero) split sizes, which
 only to the next and receives only from the previous one: it cannot deadlock on NCCL as
 unpaired `isend`/`irecv` can, and it runs asynchronously while the step computes.
 
-Kernels: where no log-sum-exp is needed ("none", "ulysses") each sequence runs through
-`torch.nn.functional.scaled_dot_product_attention` when torch has it (2.0 and later) and
-through the plain kernel otherwise. Ring and hybrid attention always run the plain kernel
+Kernels: where no log-sum-exp is needed ("none", "ulysses") the sequences run through
+FlashAttention's variable-length kernel in one call where torch has it and it works on the
+device (`torch.nn.attention.varlen.varlen_attn`, torch 2.9 and later, CUDA, 16-bit; probed
+once), else each through `torch.nn.functional.scaled_dot_product_attention` (torch 2.0 and
+later), else through the plain kernel. Ring and hybrid attention always run the plain kernel
 (einsum, masked softmax, explicit log-sum-exp) with an explicit backward pass. The plain
 kernel computes in float32 for 16-bit inputs and in the input's precision otherwise.
 
@@ -35,6 +37,7 @@ before the all-to-all; autograd sums the copies' gradients.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -250,7 +253,11 @@ def _from_head_blocks(blocks: torch.Tensor) -> torch.Tensor:
 def _local_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, share: Tuple[Segment, ...], causal: bool, scale: float
 ) -> torch.Tensor:
-    """Attention over a ring degree of 1's share: one segment per sequence, the whole sequence."""
+    """Attention over a ring degree of 1's share: one segment per sequence, the whole sequence.
+    All sequences in one varlen kernel call where torch has one that works here (see
+    `_varlen_kernel`), else one call per sequence."""
+    if share and scale == q.shape[-1] ** -0.5 and _varlen_kernel(q.device, q.dtype) is not None:
+        return _varlen_attention(q, k, v, [segment.tokens for segment in share], causal)
     outputs = []
     offset = 0
     for segment in share:
@@ -259,6 +266,52 @@ def _local_attention(
         offset += segment.tokens
     # With no tokens, a clone keeps the output in q's graph, so backward still runs the collectives.
     return torch.cat(outputs) if outputs else q.clone()
+
+
+_VARLEN_PROBED: Dict[Tuple[str, torch.dtype], Optional[object]] = {}
+
+
+def _varlen_kernel(device: torch.device, dtype: torch.dtype):
+    """torch.nn.attention.varlen.varlen_attn (FlashAttention's variable-length kernel, torch 2.9
+    and later) where it exists, takes `is_causal`, and runs forward and backward on this device
+    and dtype (CUDA, 16-bit): probed once per device type and dtype; None otherwise."""
+    key = (device.type, dtype)
+    if key not in _VARLEN_PROBED:
+        _VARLEN_PROBED[key] = _probe_varlen(device, dtype)
+    return _VARLEN_PROBED[key]
+
+
+def _probe_varlen(device: torch.device, dtype: torch.dtype):
+    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
+        return None
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    if "is_causal" not in inspect.signature(varlen_attn).parameters:
+        return None
+    try:  # its signature has changed between releases: any failure means the per-sequence path
+        q, k, v = (torch.randn(8, 2, 64, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+        offsets = torch.tensor([0, 3, 8], dtype=torch.int32, device=device)
+        out = varlen_attn(q, k, v, offsets, offsets, 5, 5, is_causal=True)
+        out.float().sum().backward()
+        expected = torch.cat([_plain_sequence_attention(q[a:b], k[a:b], v[a:b], True, 64**-0.5)
+                              for a, b in ((0, 3), (3, 8))])
+        if not torch.allclose(out.float(), expected.float(), rtol=2e-2, atol=2e-2):
+            return None  # another reading of the offsets or the mask: not the attention we need
+    except Exception:  # noqa: BLE001
+        return None
+    return varlen_attn
+
+
+def _varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: List[int], causal: bool) -> torch.Tensor:
+    """Every sequence of the share in one varlen kernel call (K/V heads repeated for GQA)."""
+    heads, kv_heads = q.shape[1], k.shape[1]
+    if kv_heads != heads:
+        k, v = k.repeat_interleave(heads // kv_heads, dim=1), v.repeat_interleave(heads // kv_heads, dim=1)
+    offsets = torch.tensor([0] + lengths, dtype=torch.int32, device=q.device).cumsum(0, dtype=torch.int32)
+    longest = max(lengths)
+    return _varlen_kernel(q.device, q.dtype)(q, k, v, offsets, offsets, longest, longest, is_causal=causal)
 
 
 def _sequence_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
