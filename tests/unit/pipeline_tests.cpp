@@ -315,10 +315,12 @@ TEST_CASE("Pipeline.Planner.keeps_its_promises_on_long_tailed_batches") {
   };
   const auto big = models::llama3_70b();
   const auto small = models::llama3_8b();
-  for (const auto& [nodes, grid, model] :
+  for (const auto& job :
        {shape{16, {8, 4, 1}, big}, shape{32, {8, 4, 1}, big}, shape{16, {8, 4, 2}, big},
         shape{4, {4, 2, 1}, small}, shape{2, {8, 2, 1}, small}, shape{8, {8, 4, 1}, small}}) {
-    const pipeline_planner planner(grid_model(nodes, grid, model));
+    const auto nodes = job.nodes;
+    const auto grid = job.grid;
+    const pipeline_planner planner(grid_model(nodes, grid, job.model));
     for (const std::uint64_t seed : {1u, 2u, 3u}) {
       const auto batch = long_tail_batch(seed, 1 << 20);
       const auto plan = planner.plan(batch);
