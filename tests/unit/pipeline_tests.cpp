@@ -91,19 +91,37 @@ TEST_CASE("Pipeline.Grid.validation_names_the_field_value_and_limit") {
   const auto cluster = hgx_cluster(4, gpus::h100_sxm());
   const auto model = models::llama3_70b();  // 80 layers, 64 heads, 8 KV heads
   CHECK_NOTHROW(model_parallel_grid{8, 4, 2}.validate(model, cluster));
-  throws_naming<invalid_spec>([&] { model_parallel_grid{16, 1, 1}.validate(model, cluster); },
-                                  {"tensor = 16", "kv_heads = 8"});
-  throws_naming<invalid_spec>([&] { model_parallel_grid{3, 1, 1}.validate(model, cluster); },
-                                  {"tensor = 3", "heads = 64"});
-  throws_naming<invalid_spec>([&] { model_parallel_grid{8, 3, 1}.validate(model, cluster); },
-                                  {"pipeline x virtual_stages = 3 x 1", "layers = 80"});
-  throws_naming<invalid_spec>([&] { model_parallel_grid{8, 1, 2}.validate(model, cluster); },
-                                  {"virtual_stages = 2", "pipeline >= 2"});
-  throws_naming<invalid_spec>([&] { model_parallel_grid{8, 0, 1}.validate(model, cluster); },
-                                  {"pipeline = 0", ">= 1"});
+  throws_naming<invalid_spec>(
+      [&] {
+        model_parallel_grid{16, 1, 1}.validate(model, cluster);
+      },
+      {"tensor = 16", "kv_heads = 8"});
+  throws_naming<invalid_spec>(
+      [&] {
+        model_parallel_grid{3, 1, 1}.validate(model, cluster);
+      },
+      {"tensor = 3", "heads = 64"});
+  throws_naming<invalid_spec>(
+      [&] {
+        model_parallel_grid{8, 3, 1}.validate(model, cluster);
+      },
+      {"pipeline x virtual_stages = 3 x 1", "layers = 80"});
+  throws_naming<invalid_spec>(
+      [&] {
+        model_parallel_grid{8, 1, 2}.validate(model, cluster);
+      },
+      {"virtual_stages = 2", "pipeline >= 2"});
+  throws_naming<invalid_spec>(
+      [&] {
+        model_parallel_grid{8, 0, 1}.validate(model, cluster);
+      },
+      {"pipeline = 0", ">= 1"});
   auto small = hgx_cluster(1, gpus::h100_sxm());
-  throws_naming<invalid_spec>([&] { model_parallel_grid{8, 16, 1}.validate(model, small); },
-                                  {"tensor x pipeline = 128", "GPUs = 8"});
+  throws_naming<invalid_spec>(
+      [&] {
+        model_parallel_grid{8, 16, 1}.validate(model, small);
+      },
+      {"tensor x pipeline = 128", "GPUs = 8"});
 }
 
 TEST_CASE("Pipeline.Schedule.one_f_one_b_order_is_megatrons") {
@@ -122,7 +140,7 @@ TEST_CASE("Pipeline.Schedule.interleaved_order_is_megatrons") {
   CHECK(order_text(stage_order(2, 2, 4, 1)) ==
         "F0 F1 F0.1 B0.1 F1.1 B1.1 F2 B0 F3 B1 F2.1 B2.1 F3.1 B3.1 B2 B3");
   throws_naming<invalid_spec>([] { (void)stage_order(4, 2, 6, 0); },
-                                  {"micro-batches = 6", "multiple of the stages = 4"});
+                              {"micro-batches = 6", "multiple of the stages = 4"});
 }
 
 TEST_CASE("Pipeline.Executor.uniform_one_f_one_b_takes_m_plus_p_minus_1_slots") {
@@ -139,8 +157,8 @@ TEST_CASE("Pipeline.Executor.uniform_one_f_one_b_takes_m_plus_p_minus_1_slots") 
       for (std::int64_t s = 0; s < p; ++s)
         CHECK(t.peak_bytes[static_cast<std::size_t>(s)] ==
               doctest::Approx(10.0 * static_cast<double>(std::min(p - s, m))));
-      CHECK(t.bubble_fraction() == doctest::Approx(static_cast<double>(p - 1) /
-                                                   static_cast<double>(m + p - 1)));
+      CHECK(t.bubble_fraction() ==
+            doctest::Approx(static_cast<double>(p - 1) / static_cast<double>(m + p - 1)));
     }
   }
 }
@@ -204,7 +222,8 @@ TEST_CASE("Pipeline.Bound.never_exceeds_the_makespan_of_any_order") {
     const std::int64_t m = v > 1 ? p * (1 + static_cast<std::int64_t>(rng() % 3))
                                  : 1 + static_cast<std::int64_t>(rng() % 7);
     auto in = empty_instance(p, v, d, m);
-    for (std::int64_t s = 0; s < p; ++s) in.sync_seconds[static_cast<std::size_t>(s)] = seconds(rng);
+    for (std::int64_t s = 0; s < p; ++s)
+      in.sync_seconds[static_cast<std::size_t>(s)] = seconds(rng);
     for (std::int64_t j = 0; j < m; ++j) {
       const bool spanning = d == 2 && rng() % 3 == 0;
       for (std::int64_t r = 0; r < (spanning ? 1 : d); ++r) {
@@ -240,10 +259,10 @@ TEST_CASE("Pipeline.Instance.bad_coverage_names_the_cell") {
   auto in = empty_instance(2, 1, 2, 1);
   in.work.push_back(uniform_work(2, 0, 1.0, 1.0));
   throws_naming<invalid_plan>([&] { (void)simulate_pipeline(in); },
-                                  {"pipeline 1 slot 0", "no work"});
+                              {"pipeline 1 slot 0", "no work"});
   in.work.push_back(uniform_work(2, 0, 1.0, 1.0, 0.0, 0, 2));
   throws_naming<invalid_plan>([&] { (void)pipeline_lower_bound(in); },
-                                  {"pipeline 0 slot 0", "work 0 and 1"});
+                              {"pipeline 0 slot 0", "work 0 and 1"});
 }
 
 namespace {
@@ -257,8 +276,10 @@ std::vector<sample> long_tail_batch(std::uint64_t seed, std::int64_t total_token
   std::int64_t tokens = 0;
   std::uint64_t id = 0;
   while (tokens < total_tokens) {
-    std::int64_t n = rng() % 40 == 0 ? longest / 4 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(3 * longest / 4))
-                                     : static_cast<std::int64_t>(body(rng));
+    std::int64_t n = rng() % 40 == 0
+                         ? longest / 4 + static_cast<std::int64_t>(
+                                             rng() % static_cast<std::uint64_t>(3 * longest / 4))
+                         : static_cast<std::int64_t>(body(rng));
     n = std::clamp<std::int64_t>(n, 16, longest);
     n = std::min(n, total_tokens - tokens + 16);
     batch.push_back(text_sample(id++, n));
@@ -376,7 +397,8 @@ TEST_CASE("Pipeline.Planner.a_sample_too_long_for_every_pipeline_is_named") {
 TEST_CASE("Pipeline.Planner.one_stage_one_pipeline_matches_the_serial_sum") {
   // p = 1, D = 1: no bubbles; the makespan is the micro-batches' forward and backward summed.
   std::vector<sample> batch;
-  for (std::uint64_t id = 0; id < 20; ++id) batch.push_back(text_sample(id, 2048 + 100 * static_cast<std::int64_t>(id)));
+  for (std::uint64_t id = 0; id < 20; ++id)
+    batch.push_back(text_sample(id, 2048 + 100 * static_cast<std::int64_t>(id)));
   const pipeline_planner planner(grid_model(1, {8, 1, 1}, models::llama3_8b()));
   const auto plan = planner.plan(batch);
   check_plan_promises(plan, batch, planner);

@@ -13,8 +13,8 @@
 #include <numeric>
 #include <queue>
 #include <span>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -187,7 +187,8 @@ class pipeline_planner {
     double path_bound = 0;
     for (const auto& s : batch) {
       const auto shape = micro_batch_shape::of(s);
-      std::vector<double> best(static_cast<std::size_t>(p), std::numeric_limits<double>::infinity());
+      std::vector<double> best(static_cast<std::size_t>(p),
+                               std::numeric_limits<double>::infinity());
       double best_path = std::numeric_limits<double>::infinity();
       for (std::int64_t d = smallest_degree(s); d <= cost_.pipelines(); d *= 2) {
         std::vector<double> per_stage(static_cast<std::size_t>(p), 0.0);
@@ -198,7 +199,8 @@ class pipeline_planner {
               static_cast<double>(d) * (m.forward + m.backward);
           path += m.forward + m.backward;
         }
-        for (std::size_t k = 0; k < per_stage.size(); ++k) best[k] = std::min(best[k], per_stage[k]);
+        for (std::size_t k = 0; k < per_stage.size(); ++k)
+          best[k] = std::min(best[k], per_stage[k]);
         best_path = std::min(best_path, path);
       }
       for (std::size_t k = 0; k < load.size(); ++k) load[k] += best[k];
@@ -223,9 +225,9 @@ class pipeline_planner {
   struct item {
     std::size_t index = 0;
     micro_batch_shape shape;
-    std::int64_t smallest = 1;     ///< the smallest degree it fits at
-    std::int64_t degree = 1;       ///< as widen() sets it
-    double seconds = 0;            ///< per GPU through every chunk, forward and back, alone
+    std::int64_t smallest = 1;       ///< the smallest degree it fits at
+    std::int64_t degree = 1;         ///< as widen() sets it
+    double seconds = 0;              ///< per GPU through every chunk, forward and back, alone
     std::vector<double> seconds_at;  ///< that at the smallest degree, twice it, ... up to D
   };
 
@@ -233,8 +235,9 @@ class pipeline_planner {
   /// + (v - 1) p + 1 chunks interleaved (Megatron's warm-up plus the running one).
   [[nodiscard]] std::int64_t window(std::int64_t stage) const noexcept {
     const auto& g = cost_.grid();
-    return g.virtual_stages > 1 ? 2 * (g.pipeline - stage - 1) + (g.virtual_stages - 1) * g.pipeline + 1
-                                : g.pipeline - stage;
+    return g.virtual_stages > 1
+               ? 2 * (g.pipeline - stage - 1) + (g.virtual_stages - 1) * g.pipeline + 1
+               : g.pipeline - stage;
   }
 
   void derive() {
@@ -258,8 +261,8 @@ class pipeline_planner {
             "pipeline planner: stage " + std::to_string(s) + "'s model states take " +
             detail::format_gib(cost_.state_bytes(s)) + " of the " +
             detail::format_gib(cost_.memory_budget()) + " budget: no room for activations");
-      tokens_cap_ = std::min(tokens_cap_,
-                             room / (static_cast<double>(window(s)) * stored + working));
+      tokens_cap_ =
+          std::min(tokens_cap_, room / (static_cast<double>(window(s)) * stored + working));
     }
   }
 
@@ -311,8 +314,8 @@ class pipeline_planner {
       const double share = work / cells;
       bool changed = false;
       for (auto& it : items) {
-        const auto k = static_cast<std::size_t>(std::countr_zero(
-            static_cast<std::uint64_t>(it.degree / it.smallest)));
+        const auto k = static_cast<std::size_t>(
+            std::countr_zero(static_cast<std::uint64_t>(it.degree / it.smallest)));
         if (it.seconds <= share || k + 1 >= it.seconds_at.size() ||
             it.seconds_at[k + 1] >= it.seconds)
           continue;
@@ -423,7 +426,8 @@ class pipeline_planner {
       }
       std::size_t target = out.size();
       for (std::size_t b = 0; b < out.size(); ++b)
-        if (out[b].degree == d && fits(out[b], it) && (target == out.size() || load[b] < load[target]))
+        if (out[b].degree == d && fits(out[b], it) &&
+            (target == out.size() || load[b] < load[target]))
           target = b;
       if (target == out.size()) return false;
       add(target, it);
@@ -482,7 +486,8 @@ class pipeline_planner {
     for (auto& mb : micro_batches) {
       mb.recompute.clear();
       for (std::int64_t c = 0; c < chunks; ++c)
-        mb.recompute.push_back(least_recompute(mb, c, share[static_cast<std::size_t>(c % g.pipeline)]));
+        mb.recompute.push_back(
+            least_recompute(mb, c, share[static_cast<std::size_t>(c % g.pipeline)]));
     }
     pipeline_plan plan;
     plan.grid = g;
@@ -548,7 +553,7 @@ class pipeline_planner {
     orders.emplace_back(by_weight.rbegin(), by_weight.rend());
     if (m >= 3) {
       auto shaped = by_weight;
-      std::rotate(shaped.rbegin(), shaped.rbegin() + 1, shaped.rend());  // lightest first
+      std::rotate(shaped.rbegin(), shaped.rbegin() + 1, shaped.rend());   // lightest first
       std::rotate(shaped.begin() + 1, shaped.begin() + 2, shaped.end());  // next-lightest last
       orders.push_back(std::move(shaped));
     }
@@ -589,14 +594,12 @@ class pipeline_planner {
       const auto b = next();
       if (a == b) continue;
       auto instance = plan.instance;
-      for (auto& w : instance.work)
-        w.slot = w.slot == a ? b : w.slot == b ? a : w.slot;
+      for (auto& w : instance.work) w.slot = w.slot == a ? b : w.slot == b ? a : w.slot;
       auto timeline = simulate_pipeline(instance);
       if (timeline.makespan < plan.timeline.makespan) {
         plan.instance = std::move(instance);
         plan.timeline = std::move(timeline);
-        for (auto& mb : plan.micro_batches)
-          mb.slot = mb.slot == a ? b : mb.slot == b ? a : mb.slot;
+        for (auto& mb : plan.micro_batches) mb.slot = mb.slot == a ? b : mb.slot == b ? a : mb.slot;
       }
     }
   }

@@ -37,12 +37,12 @@ struct pipeline_op {
                                                           std::int64_t stage) {
   if (stages < 1 || chunks < 1 || micro_batches < 0 || stage < 0 || stage >= stages)
     throw invalid_spec("stage_order: stage " + std::to_string(stage) + " of " +
-                       std::to_string(stages) + " stages, " + std::to_string(chunks) +
-                       " chunks, " + std::to_string(micro_batches) + " micro-batches");
+                       std::to_string(stages) + " stages, " + std::to_string(chunks) + " chunks, " +
+                       std::to_string(micro_batches) + " micro-batches");
   if (chunks > 1 && micro_batches % stages != 0)
-    throw invalid_spec("stage_order: interleaved 1F1B needs micro-batches = " +
-                       std::to_string(micro_batches) + " to be a multiple of the stages = " +
-                       std::to_string(stages));
+    throw invalid_spec(
+        "stage_order: interleaved 1F1B needs micro-batches = " + std::to_string(micro_batches) +
+        " to be a multiple of the stages = " + std::to_string(stages));
   const std::int64_t m = micro_batches;
   const std::int64_t total = m * chunks;
   const std::int64_t group = chunks > 1 ? stages : 1;
@@ -114,8 +114,8 @@ struct pipeline_instance {
           item.first_pipeline + item.degree > pipelines || item.slot < 0 || item.slot >= slots)
         bad(name + " runs on pipelines [" + std::to_string(item.first_pipeline) + ", " +
             std::to_string(item.first_pipeline + item.degree) + ") at slot " +
-            std::to_string(item.slot) + ", outside " + std::to_string(pipelines) +
-            " pipelines x " + std::to_string(slots) + " slots");
+            std::to_string(item.slot) + ", outside " + std::to_string(pipelines) + " pipelines x " +
+            std::to_string(slots) + " slots");
       const auto n = static_cast<std::size_t>(chunks());
       if (item.forward.size() != n || item.backward.size() != n || item.stored_bytes.size() != n ||
           item.working_bytes.size() != n)
@@ -296,8 +296,8 @@ struct pipeline_timeline {
     if (in.slots == 0) continue;
     for (std::int64_t s = 0; s < p; ++s) {
       const auto k = static_cast<std::size_t>(s);
-      bound = std::max(bound, head[k] + load[k] +
-                                  std::max(in.sync_seconds[k], tail[k] + in.sync_seconds[0]));
+      bound = std::max(
+          bound, head[k] + load[k] + std::max(in.sync_seconds[k], tail[k] + in.sync_seconds[0]));
     }
   }
   return bound;

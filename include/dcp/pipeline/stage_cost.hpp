@@ -93,12 +93,13 @@ class pipeline_cost_model {
     const double d = static_cast<double>(degree);
     const double n = marginal ? static_cast<double>(s.tokens) / d
                               : detail::ceil_whole(static_cast<double>(s.tokens) / d);
-    const double share = 1.0 / (d * t_);                                     // of the FLOPs
+    const double share = 1.0 / (d * t_);  // of the FLOPs
     const double l = static_cast<double>(layers_);
     const double redo = static_cast<double>(std::min<std::int64_t>(recompute.layers, layers_));
     const double rows = static_cast<double>(s.tokens) * (degree > 1 ? d : 1.0);
     const double dense = 2.0 * block_params_ * static_cast<double>(s.tokens) * share / dense_rate_;
-    const double attn_f = 4.0 * h_q_ * (s.attention_pairs + constants_.attention_forward_half_rows * rows) *
+    const double attn_f = 4.0 * h_q_ *
+                          (s.attention_pairs + constants_.attention_forward_half_rows * rows) *
                           share / (constants_.attention_forward_efficiency * peak_);
     const double attn_b = 2.5 * 4.0 * h_q_ *
                           (s.attention_pairs + constants_.attention_backward_half_rows * rows) *
@@ -107,19 +108,18 @@ class pipeline_cost_model {
     const double ring_bytes = degree > 1 ? (d - 1.0) * 4.0 * n * h_kv_ / t_ : 0.0;
     const bool ring = degree > 1 && !marginal;
     const double ring_f = ring ? std::max(0.0, ring_bytes / cp_bandwidth(degree) - attn_f) +
-                                           (d - 1.0) * cp_latency(degree)
-                                     : 0.0;
-    const double ring_b = ring ? std::max(0.0, 2.0 * ring_bytes / cp_bandwidth(degree) -
-                                                         attn_b) +
-                                           2.0 * (d - 1.0) * cp_latency(degree)
-                                     : 0.0;
+                                     (d - 1.0) * cp_latency(degree)
+                               : 0.0;
+    const double ring_b = ring ? std::max(0.0, 2.0 * ring_bytes / cp_bandwidth(degree) - attn_b) +
+                                     2.0 * (d - 1.0) * cp_latency(degree)
+                               : 0.0;
     const double launch =
         marginal ? 0.0 : constants_.kernel_launch_seconds * constants_.kernels_per_layer / 3.0;
     const double layer_forward = dense + attn_f + 4.0 * tp + ring_f + launch;
     chunk_cost out;
     out.forward = l * layer_forward;
-    out.backward = l * (2.0 * dense + attn_b + 6.0 * tp + ring_b + 2.0 * launch) +
-                   redo * layer_forward;
+    out.backward =
+        l * (2.0 * dense + attn_b + 6.0 * tp + ring_b + 2.0 * launch) + redo * layer_forward;
     if (recompute.selective)
       out.backward += (l - redo) * n / t_ * 2.0 * selective_saving_ /
                       (constants_.hbm_efficiency * cluster_.gpu.hbm_bandwidth);
@@ -141,14 +141,15 @@ class pipeline_cost_model {
     return out;
   }
 
-public:
+ public:
   /// One activation (or its gradient) sent between consecutive chunks: [n/d/t, h] in BF16 per
   /// tensor rank (sequence parallelism shards it), across nodes where a stage fills one.
   [[nodiscard]] double p2p_seconds(const micro_batch_shape& s, std::int64_t degree) const noexcept {
     if (grid_.pipeline < 2) return 0.0;
-    const double n = detail::ceil_whole(static_cast<double>(s.tokens) / static_cast<double>(degree));
-    const bool across = t_ * static_cast<double>(pipelines()) >=
-                        static_cast<double>(cluster_.gpus_per_node);
+    const double n =
+        detail::ceil_whole(static_cast<double>(s.tokens) / static_cast<double>(degree));
+    const bool across =
+        t_ * static_cast<double>(pipelines()) >= static_cast<double>(cluster_.gpus_per_node);
     return (across ? cluster_.inter_node_latency : cluster_.intra_node_latency) +
            2.0 * n * h_ / t_ / (across ? cluster_.nic_bandwidth : cluster_.nvlink_bandwidth);
   }
@@ -209,7 +210,8 @@ public:
   /// (t - 1)/t of its bytes and one latency (not in a marginal); 0 without tensor parallelism.
   [[nodiscard]] double tp_collective_seconds(double n, bool marginal) const noexcept {
     if (grid_.tensor < 2) return 0.0;
-    return (marginal ? 0.0 : cluster_.intra_node_latency) + (t_ - 1.0) / t_ * 2.0 * n * h_ / cluster_.nvlink_bandwidth;
+    return (marginal ? 0.0 : cluster_.intra_node_latency) +
+           (t_ - 1.0) / t_ * 2.0 * n * h_ / cluster_.nvlink_bandwidth;
   }
 
   /// The context-parallel ring of `degree` pipelines at one stage: its ranks are t apart, so it
@@ -231,8 +233,8 @@ public:
   model_parallel_grid grid_;
   analytic_constants constants_;
   double t_ = 1, peak_ = 0, dense_rate_ = 0, block_params_ = 0, outer_ = 0, vocab_ = 0, h_ = 0,
-         h_q_ = 0, h_kv_ = 0, embedding_ = 0, full_ = 0, selective_saving_ = 0,
-         kept_selective_ = 0, flash_ = 0;
+         h_q_ = 0, h_kv_ = 0, embedding_ = 0, full_ = 0, selective_saving_ = 0, kept_selective_ = 0,
+         flash_ = 0;
   std::int64_t layers_ = 1;
 };
 

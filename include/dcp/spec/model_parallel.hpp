@@ -66,8 +66,8 @@ struct model_parallel_grid {
     if (pipeline < 1) fail("pipeline = " + text(pipeline) + ", must be >= 1");
     if (virtual_stages < 1) fail("virtual_stages = " + text(virtual_stages) + ", must be >= 1");
     if (model.heads % tensor != 0)
-      fail("tensor = " + text(tensor) + " does not divide the model's heads = " +
-           text(model.heads));
+      fail("tensor = " + text(tensor) +
+           " does not divide the model's heads = " + text(model.heads));
     if (model.kv_heads % tensor != 0)
       fail("tensor = " + text(tensor) + " does not divide the model's kv_heads = " +
            text(model.kv_heads) + " (each tensor rank holds whole KV heads)");
@@ -81,8 +81,8 @@ struct model_parallel_grid {
       fail("pipeline x virtual_stages = " + text(pipeline) + " x " + text(virtual_stages) +
            " does not divide the model's layers = " + text(model.layers));
     if (cluster.gpus % (tensor * pipeline) != 0)
-      fail("tensor x pipeline = " + text(tensor * pipeline) + " does not divide the GPUs = " +
-           text(cluster.gpus));
+      fail("tensor x pipeline = " + text(tensor * pipeline) +
+           " does not divide the GPUs = " + text(cluster.gpus));
   }
 };
 
