@@ -127,6 +127,59 @@ template <class StageCost>
   return in;
 }
 
+/// A lower bound on the makespan of any plan of `batch` on `cost`'s grid — any micro-batches
+/// of power-of-two degrees, in any order, with any recomputation — under `cost` (the planner's
+/// model or the simulator's truth; it calls marginal, chunk_fixed, p2p_seconds and
+/// sync_seconds). For every stage s: the stage's share over the D pipelines of the batch's least
+/// work (each sample at its cheapest degree, its marginal time without recomputation), behind
+/// the forward every micro-batch pays to reach stage s (fixed costs and hops) and before the
+/// backward down to stage 0 or the stage's own sync; and the longest sample's path through
+/// every chunk at its best degree, then stage 0's sync. docs/pipeline.md shows why each holds.
+template <class StageCost>
+[[nodiscard]] double pipeline_batch_lower_bound(const StageCost& cost,
+                                                std::span<const sample> batch) {
+  if (batch.empty()) return 0.0;
+  const std::int64_t p = cost.grid().pipeline;
+  const std::int64_t chunks = cost.grid().chunks();
+  const std::int64_t pipelines = cost.pipelines();
+  std::vector<double> load(static_cast<std::size_t>(p), 0.0);
+  std::vector<double> least(load.size());
+  std::vector<double> per_stage(load.size());
+  const double sync0 = cost.sync_seconds(0);
+  double bound = 0;
+  for (const auto& s : batch) {
+    const auto shape = micro_batch_shape::of(s);
+    std::fill(least.begin(), least.end(), std::numeric_limits<double>::infinity());
+    double best_path = std::numeric_limits<double>::infinity();
+    for (std::int64_t d = 1; d <= pipelines; d *= 2) {
+      std::fill(per_stage.begin(), per_stage.end(), 0.0);
+      double path = 2.0 * static_cast<double>(chunks - 1) * cost.p2p_seconds(shape, d);
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        const auto m = cost.marginal(shape, d, recompute_setting{}, c);
+        per_stage[static_cast<std::size_t>(c % p)] +=
+            static_cast<double>(d) * (m.forward + m.backward);
+        path += m.forward + m.backward;
+      }
+      for (std::size_t k = 0; k < least.size(); ++k) least[k] = std::min(least[k], per_stage[k]);
+      best_path = std::min(best_path, path);
+    }
+    for (std::size_t k = 0; k < load.size(); ++k) load[k] += least[k];
+    bound = std::max(bound, best_path + sync0);
+  }
+  double head = 0;
+  double tail = 0;
+  const double hop = cost.p2p_seconds(micro_batch_shape{}, 1);
+  for (std::int64_t s = 0; s < p; ++s) {
+    bound =
+        std::max(bound, head + load[static_cast<std::size_t>(s)] / static_cast<double>(pipelines) +
+                            std::max(cost.sync_seconds(s), tail + sync0));
+    const auto fixed = cost.chunk_fixed(s);
+    head += fixed.forward + hop;
+    tail += fixed.backward + hop;
+  }
+  return bound;
+}
+
 class pipeline_planner {
  public:
   explicit pipeline_planner(pipeline_cost_model cost) : cost_(std::move(cost)) { derive(); }
@@ -173,52 +226,10 @@ class pipeline_planner {
     return best;
   }
 
-  /// A lower bound on the makespan of any plan of `batch` on this grid under the cost model:
-  /// for every stage, its share of the batch's least work (each sample at its cheapest degree,
-  /// without recomputation or fixed costs) over the D pipelines, behind the forward and before
-  /// the backward that every micro-batch pays to reach it, then the syncs; and the longest
-  /// sample's path through every chunk. docs/pipeline.md shows why each term holds.
+  /// A lower bound on the makespan of any plan of `batch` on this grid under the cost model
+  /// (pipeline_batch_lower_bound).
   [[nodiscard]] double lower_bound(std::span<const sample> batch) const {
-    const std::int64_t p = cost_.grid().pipeline;
-    const std::int64_t chunks = cost_.grid().chunks();
-    const double d_all = static_cast<double>(cost_.pipelines());
-    std::vector<double> load(static_cast<std::size_t>(p), 0.0);
-    const double sync0 = cost_.sync_seconds(0);
-    double path_bound = 0;
-    for (const auto& s : batch) {
-      const auto shape = micro_batch_shape::of(s);
-      std::vector<double> best(static_cast<std::size_t>(p),
-                               std::numeric_limits<double>::infinity());
-      double best_path = std::numeric_limits<double>::infinity();
-      for (std::int64_t d = smallest_degree(s); d <= cost_.pipelines(); d *= 2) {
-        std::vector<double> per_stage(static_cast<std::size_t>(p), 0.0);
-        double path = 2.0 * static_cast<double>(chunks - 1) * cost_.p2p_seconds(shape, d);
-        for (std::int64_t c = 0; c < chunks; ++c) {
-          const auto m = cost_.marginal(shape, d, recompute_setting{}, c);
-          per_stage[static_cast<std::size_t>(c % p)] +=
-              static_cast<double>(d) * (m.forward + m.backward);
-          path += m.forward + m.backward;
-        }
-        for (std::size_t k = 0; k < per_stage.size(); ++k)
-          best[k] = std::min(best[k], per_stage[k]);
-        best_path = std::min(best_path, path);
-      }
-      for (std::size_t k = 0; k < load.size(); ++k) load[k] += best[k];
-      path_bound = std::max(path_bound, best_path + sync0);
-    }
-    if (batch.empty()) return 0.0;
-    double bound = path_bound;
-    double head = 0;
-    double tail = 0;
-    const double hop = cost_.p2p_seconds(micro_batch_shape{}, 1);
-    for (std::int64_t s = 0; s < p; ++s) {
-      bound = std::max(bound, head + load[static_cast<std::size_t>(s)] / d_all +
-                                  std::max(cost_.sync_seconds(s), tail + sync0));
-      const auto fixed = cost_.chunk_fixed(s);
-      head += fixed.forward + hop;
-      tail += fixed.backward + hop;
-    }
-    return bound;
+    return pipeline_batch_lower_bound(cost_, batch);
   }
 
  private:
@@ -347,7 +358,7 @@ class pipeline_planner {
     std::int64_t low = std::max<std::int64_t>(
         {1, static_cast<std::int64_t>(std::ceil(tokens / (d * std::floor(tokens_cap_)))),
          (wide_cells + pipelines - 1) / pipelines});
-    std::int64_t high = std::max<std::int64_t>(low, static_cast<std::int64_t>(cells / d));
+    std::int64_t high = std::max<std::int64_t>(low, static_cast<std::int64_t>(4.0 * cells / d));
     const auto round_up = [&](std::int64_t m) { return interleaved ? (m + p - 1) / p * p : m; };
     std::vector<std::int64_t> out;
     for (double m = static_cast<double>(low); m <= static_cast<double>(high) * 1.0001; m *= 1.4)
@@ -528,9 +539,9 @@ class pipeline_planner {
     return best;
   }
 
-  /// Tries the slots as packed, heaviest first, lightest first, and heaviest first behind the
-  /// lightest (a short warm-up) with the second lightest last (a short cool-down); keeps the
-  /// order the executor times fastest.
+  /// Tries the slots as packed, heaviest first, lightest first, heaviest first behind the
+  /// lightest (a short warm-up) with the second lightest last (a short cool-down), and the
+  /// heaviest in the middle; keeps the order the executor times fastest.
   void order_slots(pipeline_plan& plan, std::vector<pipeline_micro_batch>& micro_batches) const {
     const std::int64_t m = plan.slots;
     std::vector<double> weight(static_cast<std::size_t>(m), 0.0);
@@ -556,6 +567,19 @@ class pipeline_planner {
       std::rotate(shaped.rbegin(), shaped.rbegin() + 1, shaped.rend());   // lightest first
       std::rotate(shaped.begin() + 1, shaped.begin() + 2, shaped.end());  // next-lightest last
       orders.push_back(std::move(shaped));
+      // Heaviest in the middle, lighter towards both ends (an organ pipe): the warm-up fills
+      // and the cool-down drains the pipeline with light micro-batches.
+      std::vector<std::int64_t> pipe(static_cast<std::size_t>(m));
+      std::size_t front = 0;
+      std::size_t back = pipe.size();
+      for (std::size_t k = 0; k < by_weight.size(); ++k) {
+        const auto lightest = by_weight[by_weight.size() - 1 - k];
+        if (k % 2 == 0)
+          pipe[front++] = lightest;
+        else
+          pipe[--back] = lightest;
+      }
+      orders.push_back(std::move(pipe));
     }
     const auto timed = [&](const std::vector<std::int64_t>& order) {
       std::vector<std::int64_t> position(static_cast<std::size_t>(m));
