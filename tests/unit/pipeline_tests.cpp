@@ -15,8 +15,11 @@
 #include "dcp/pipeline.hpp"
 
 #include "../support/errors.hpp"
+#include "../support/pipelines.hpp"
 
 using namespace dcp;
+using dcp::test::grid_model;
+using dcp::test::long_tail_batch;
 
 namespace {
 
@@ -266,33 +269,6 @@ TEST_CASE("Pipeline.Instance.bad_coverage_names_the_cell") {
 }
 
 namespace {
-
-/// Lengths drawn from a long-tailed mix: mostly short documents, a few of 32K-128K.
-std::vector<sample> long_tail_batch(std::uint64_t seed, std::int64_t total_tokens,
-                                    std::int64_t longest = 131072) {
-  std::mt19937_64 rng(seed);
-  std::lognormal_distribution<double> body(7.0, 1.2);
-  std::vector<sample> batch;
-  std::int64_t tokens = 0;
-  std::uint64_t id = 0;
-  while (tokens < total_tokens) {
-    std::int64_t n = rng() % 40 == 0
-                         ? longest / 4 + static_cast<std::int64_t>(
-                                             rng() % static_cast<std::uint64_t>(3 * longest / 4))
-                         : static_cast<std::int64_t>(body(rng));
-    n = std::clamp<std::int64_t>(n, 16, longest);
-    n = std::min(n, total_tokens - tokens + 16);
-    batch.push_back(text_sample(id++, n));
-    tokens += n;
-  }
-  return batch;
-}
-
-pipeline_cost_model grid_model(std::int64_t nodes, model_parallel_grid grid,
-                               model_spec model = models::llama3_70b()) {
-  return pipeline_cost_model(std::move(model), hgx_cluster(nodes, gpus::h100_sxm()),
-                             training_spec{}, grid);
-}
 
 /// Every promise a pipeline plan makes about `batch`.
 void check_plan_promises(const pipeline_plan& plan, std::span<const sample> batch,
