@@ -161,22 +161,6 @@ bool any_rank(bool mine) {
   return flag != 0;
 }
 
-template <class Key>
-std::string histogram(const std::map<Key, std::int64_t>& counts) {
-  std::string out;
-  for (const auto& [key, n] : counts) {
-    std::string name;
-    if constexpr (std::is_same_v<Key, std::int64_t>)
-      name = "degree " + std::to_string(key);
-    else if constexpr (std::is_same_v<Key, std::string>)
-      name = key;
-    else
-      name = dcp::to_string(key);
-    out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(n);
-  }
-  return out;
-}
-
 /// What the self-check found.
 struct self_check_result {
   double finite_difference_error = 0;  ///< max relative error of the backward pass
@@ -432,8 +416,8 @@ int train_and_compare() {
             static_cast<long long>(r.steps_other_accumulation),
             static_cast<long long>(r.steps_other_recompute));
       std::printf("\n    %s\n    recompute: %s\n    toy checkpointing: %s\n    peak bytes:",
-                  histogram(r.degrees).c_str(), histogram(r.recompute).c_str(),
-                  histogram(r.checkpointing).c_str());
+                  toy::histogram(r.degrees).c_str(), toy::histogram(r.recompute).c_str(),
+                  toy::histogram(r.checkpointing).c_str());
       for (const auto& [mode, bytes] : r.peak_bytes)
         if (bytes > 0) std::printf(" %s %.0f", mode.c_str(), bytes);
       std::printf("; executor time (busiest rank) %.3f s\n", r.executor_seconds);

@@ -265,12 +265,15 @@ class model {
                                MPI_Comm group, double scale,
                                checkpointing mode = checkpointing::keep_all);
 
+  /// p = softmax over j <= position of q . k_j / sqrt(dim); out = sum_j p_j v_j (also the
+  /// pipeline toy's attention).
+  static void attend(const double* q, const double* keys, const double* values,
+                     std::int64_t position, double* probabilities, double* out);
+
  private:
   const double* w(std::size_t offset) const noexcept { return weights_.data() + offset; }
   double* g(std::size_t offset) noexcept { return accumulator_.data() + offset; }
 
-  void attend(const double* q, const double* keys, const double* values, std::int64_t position,
-              double* probabilities, double* out) const;
   double head_forward(const double* x, const double* o, int target, double* h,
                       double* probabilities) const;
 
@@ -280,9 +283,8 @@ class model {
 
 // --- implementation ---------------------------------------------------------------------------
 
-/// p = softmax over j <= position of q . k_j / sqrt(dim); out = sum_j p_j v_j.
 inline void model::attend(const double* q, const double* keys, const double* values,
-                          std::int64_t position, double* probabilities, double* out) const {
+                          std::int64_t position, double* probabilities, double* out) {
   const double inverse_sqrt_dim = 1.0 / std::sqrt(static_cast<double>(dim));
   double largest = -INFINITY;
   for (std::int64_t j = 0; j <= position; ++j) {

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dcp/dcp.hpp"
@@ -75,5 +77,23 @@ class executor {
   const batch* data_;
 };
 static_assert(dcp::micro_batch_executor<executor, dcp::mpi::communicator>);
+
+/// "name xN, ..." of a count per key: degrees as "degree d", strings as they are, other keys by
+/// dcp::to_string.
+template <class Key>
+std::string histogram(const std::map<Key, std::int64_t>& counts) {
+  std::string out;
+  for (const auto& [key, n] : counts) {
+    std::string name;
+    if constexpr (std::is_same_v<Key, std::int64_t>)
+      name = "degree " + std::to_string(key);
+    else if constexpr (std::is_same_v<Key, std::string>)
+      name = key;
+    else
+      name = dcp::to_string(key);
+    out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+  }
+  return out;
+}
 
 }  // namespace toy

@@ -10,6 +10,7 @@
 #include "dcp/runtime/executor.hpp"
 #include "dcp/runtime/group_cache.hpp"
 #include "dcp/runtime/in_process.hpp"
+#include "dcp/runtime/pipeline_step.hpp"
 #include "dcp/runtime/plan_agreement.hpp"
 #include "dcp/runtime/profiler.hpp"
 #include "dcp/spec/execution_report.hpp"
