@@ -51,6 +51,7 @@ struct sim_options_cli {
   std::optional<double> host_cost{};
   bool fidelity = false;  ///< re-enact the published protocols (docs/fidelity.md)
   bool matrix = false;    ///< every policy on the scenario matrix (tools/dcp_sim_matrix.hpp)
+  bool pipeline = false;  ///< the tensor x pipeline scenarios (tools/dcp_sim_pipeline.hpp)
   bool help = false;
 };
 
@@ -104,6 +105,12 @@ Options (defaults in brackets):
                       text, 125,000 for video); one row per cell. --model, --workload,
                       --context, --gpu, --nodes and --sp keep one value of their axis;
                       --steps [3]; docs/results.md "Scenario matrix"
+  --pipeline          inside a tensor x pipeline grid: Llama-3-70B (TP 8, PP 4) on 128 and 256
+                      H100 on long-context and long-sft at 128K, Llama-3-8B (TP 8, PP 4) on 64
+                      H100 (WLB-LLM's shape); every pipeline policy on the same steps, judged
+                      stage by stage on the truth model, noise free; takes only --json,
+                      --steps [3], --seed and --out (a stage timeline per policy and
+                      scenario, its first step); docs/pipeline.md
   --fidelity          re-enact published benchmarks (Megatron-Core dynamic CP, FlexSP) on the
                       truth model: published vs simulated speedup, step times, and whether
                       each is within 15 %, else the mechanism that explains the miss
@@ -191,6 +198,8 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
       o.fidelity = true;
     else if (flag == "--matrix")
       o.matrix = true;
+    else if (flag == "--pipeline")
+      o.pipeline = true;
     else if (flag == "--seed")
       o.seed = detail::parse_integer<std::uint64_t>(flag, next(), 0);
     else if (flag == "--host-cost") {
@@ -238,6 +247,12 @@ inline sim_options_cli parse_sim_arguments(std::span<const std::string_view> arg
     throw usage_error(
         "--fidelity re-enacts fixed published protocols; it takes only --json, --steps, --seed and "
         "--host-cost");
+  if (o.pipeline && (o.matrix || o.fidelity || o.model_given || o.workload_given || o.file ||
+                     o.plan || !o.policies.empty() || o.tokens_given || o.context_given ||
+                     o.zero_given || o.nodes_given || o.gpu_given || o.sp_given || o.host_cost))
+    throw usage_error(
+        "--pipeline runs fixed tensor x pipeline scenarios; it takes only --json, --steps, --seed "
+        "and --out");
   if (o.matrix && (o.fidelity || o.file || o.plan || o.out || o.tokens_given || o.zero_given))
     throw usage_error(
         "--matrix sizes each cell itself; with it --model, --workload, --context, --gpu, --nodes "

@@ -37,6 +37,7 @@
 #include "dcp_sim_cli.hpp"
 #include "dcp_sim_fidelity.hpp"
 #include "dcp_sim_matrix.hpp"
+#include "dcp_sim_pipeline.hpp"
 
 namespace dcp::inline DCP_ABI_NAMESPACE::tool {
 
@@ -607,6 +608,17 @@ inline int sim_main(std::span<const std::string_view> args, std::ostream& out, s
         write_fidelity_json(out, report);
       else
         print_fidelity(out, report);
+      finish_output(out);
+      return 0;
+    }
+    if (o.pipeline) {
+      const auto steps = o.steps_given ? o.steps : 3;
+      const auto results = run_pipeline_scenarios(steps, o.seed);
+      if (o.out) write_pipeline_figures(*o.out, results);
+      if (o.json)
+        write_pipeline_json(out, results, steps);
+      else
+        print_pipeline_results(out, results, steps);
       finish_output(out);
       return 0;
     }

@@ -241,6 +241,41 @@ def policy_table(name, which=0):
     return "\n".join(lines)
 
 
+def pipeline_table(which):
+    """One scenario of dcp-sim --pipeline: every policy's step time on the truth model, its
+    speedup of dcp over it, its gap to the truth bound, bubble and OOM steps."""
+    s = scenario("pipeline", which)
+    steps = run("pipeline")["result"]["steps"]
+    ours = s["policies"][0]["seconds"]
+    lines = ["| policy | step | dcp's speedup over it | gap to truth bound | bubble | idle per stage | OOM steps |",
+             "|---|---|---|---|---|---|---|"]
+    for p in s["policies"]:
+        if p["refused"]:
+            lines.append(f"| {p['name']} | refused: {p['refused']} | | | | | |")
+            continue
+        lines.append("| " + " | ".join([
+            p["name"], f"{p['seconds'] / steps:.2f} s", f"{p['seconds'] / ours:.2f}x",
+            pct(p["seconds"] / p["bound_seconds"] - 1), pct(p["bubble"]),
+            " / ".join(f"{100 * i:.0f}" for i in p["stage_idle"]) + " %", str(p["oom_steps"])]) + " |")
+    return "\n".join(lines)
+
+
+def pipeline_speedups(which):
+    """dcp's speedup over the fastest other policy and over Megatron 4D as configured."""
+    s = scenario("pipeline", which)
+    ours = s["policies"][0]["seconds"]
+    others = [p["seconds"] for p in s["policies"][1:] if not p["refused"]]
+    plain = next(p["seconds"] for p in s["policies"] if p["name"].startswith("megatron-4d ("))
+    return min(others) / ours, plain / ours
+
+
+def wlb_over_plain(which):
+    s = scenario("pipeline", which)
+    plain = next(p["seconds"] for p in s["policies"] if p["name"].startswith("megatron-4d ("))
+    wlb = next(p["seconds"] for p in s["policies"] if p["name"].startswith("wlb-llm"))
+    return plain / wlb
+
+
 # ---- the scenario matrix ---------------------------------------------------------------------
 
 def matrix():
@@ -392,7 +427,8 @@ def render(template_name):
 
     def field(m):
         try:
-            scope = dict(NAMES, __builtins__={"min": min, "max": max, "abs": abs, "len": len, "sum": sum})
+            scope = dict(NAMES, __builtins__={"min": min, "max": max, "abs": abs, "len": len, "sum": sum,
+                                               "range": range})
             return str(eval(m.group(1), scope))
         except Exception as e:  # name the field, so a broken template is easy to fix
             sys.exit(f"results_page: docs/templates/{template_name}: {{{{{m.group(1).strip()}}}}}: {e!r}")

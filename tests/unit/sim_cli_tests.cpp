@@ -74,3 +74,17 @@ TEST_CASE("Tool.SimCli.host_cost_takes_seconds_or_a_named_host") {
   CHECK(error_of({"--host-cost", "0.5"}).find("at most 0.01") != std::string::npos);
   CHECK(error_of({"--host-cost", "-1e-6"}) != "(no usage_error)");
 }
+
+TEST_CASE("Tool.SimCli.pipeline_takes_only_json_steps_and_seed") {
+  const auto o = parse_sim({"--pipeline", "--steps", "2", "--seed", "5", "--json"});
+  CHECK(o.pipeline);
+  CHECK(o.steps == 2);
+  for (const auto& extra : std::vector<std::vector<std::string_view>>{
+           {"--model", "llama3-8b"}, {"--nodes", "2"}, {"--matrix"}, {"--policies", "dcp"}}) {
+    auto args = extra;
+    args.insert(args.begin(), "--pipeline");
+    CAPTURE(extra.front());
+    CHECK(error_of(args).find("--pipeline runs fixed tensor x pipeline scenarios") !=
+          std::string::npos);
+  }
+}

@@ -206,14 +206,22 @@ class pipeline_planner {
         it.seconds_at.push_back(path_seconds(it.shape, d));
     pipeline_plan best;
     best.timeline.makespan = std::numeric_limits<double>::infinity();
+    // More micro-batches shrink the bubbles until their fixed costs and the cells' imbalance
+    // outweigh that: the counts are tried upwards until two in a row are slower than the best.
     const auto [counts, fallbacks] = slot_candidates(items);
     for (const auto& tried : {counts, fallbacks}) {
+      int slower = 0;
       for (const std::int64_t m : tried) {
         widen(items, m);
         std::vector<pipeline_micro_batch> packed;
         if (!pack(items, batch, m, packed)) continue;
         auto candidate = assemble(std::move(packed), m);
-        if (candidate.timeline.makespan < best.timeline.makespan) best = std::move(candidate);
+        if (candidate.timeline.makespan < best.timeline.makespan) {
+          best = std::move(candidate);
+          slower = 0;
+        } else if (++slower == 2) {
+          break;
+        }
       }
       if (std::isfinite(best.timeline.makespan)) break;
     }
@@ -338,9 +346,10 @@ class pipeline_planner {
     }
   }
 
-  /// Micro-batch counts to try: from the fewest that hold the batch (cells of D pipelines under
-  /// the token cap, and every wide sample its own aligned block) up to about one sample per
-  /// cell, geometrically, and multiples of the stages (interleaving needs them).
+  /// Micro-batch counts to try, in increasing order: from the fewest that hold the batch (cells
+  /// of D pipelines under the token cap, and every wide sample its own aligned block) up to four
+  /// samples' cells per pipeline, geometrically, and multiples of the stages (interleaving needs
+  /// them).
   [[nodiscard]] std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> slot_candidates(
       const std::vector<item>& items) const {
     const std::int64_t pipelines = cost_.pipelines();

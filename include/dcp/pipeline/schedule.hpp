@@ -136,14 +136,27 @@ struct pipeline_instance {
   }
 };
 
+/// One op as the executor ran it on one device (pipeline r, stage s at index r p + s): the work
+/// item (pipeline_instance::work), its chunk (virtual stage) and direction, start and end.
+struct pipeline_op_record {
+  std::int64_t device = 0;
+  std::int64_t work = 0;
+  std::int64_t virtual_stage = 0;
+  bool backward = false;
+  double start = 0;
+  double end = 0;
+};
+
 /// What the executor found: when the last op and the last gradient sync end, each device's
-/// (pipeline r, stage s at index r p + s) busy seconds, last-op end and peak bytes.
+/// (pipeline r, stage s at index r p + s) busy seconds, last-op end and peak bytes, and every
+/// op it ran.
 struct pipeline_timeline {
   double makespan = 0;          ///< the last stage's gradient sync ends
   double pipeline_seconds = 0;  ///< the last op ends
   std::vector<double> busy;
   std::vector<double> finish;
   std::vector<double> peak_bytes;
+  std::vector<pipeline_op_record> ops;
 
   /// Idle share of the devices until the last op ends: warm-up, cool-down and the stalls that
   /// unequal micro-batches make.
@@ -180,6 +193,7 @@ struct pipeline_timeline {
   const auto devices = static_cast<std::size_t>(d * p);
   std::vector<std::size_t> position(devices, 0);
   pipeline_timeline out;
+  out.ops.reserve(devices * static_cast<std::size_t>(2 * m * in.virtual_stages));
   out.busy.assign(devices, 0.0);
   out.finish.assign(devices, 0.0);
   out.peak_bytes.assign(devices, 0.0);
@@ -223,6 +237,7 @@ struct pipeline_timeline {
             out.finish[device] = start + seconds;
             out.busy[device] += seconds;
             if (q > r) ++position[device];
+            out.ops.push_back({q * p + s, w, vs, op.backward, start, start + seconds});
           }
           ++at;
           remaining -= static_cast<std::size_t>(item.degree);

@@ -25,8 +25,8 @@
 
 namespace dcp::inline DCP_ABI_NAMESPACE::sim {
 
-class pipeline_truth_model : public detail::stage_model_base<pipeline_truth_model> {
-  friend class detail::stage_model_base<pipeline_truth_model>;
+class pipeline_truth_model : public dcp::detail::stage_model_base<pipeline_truth_model> {
+  friend class dcp::detail::stage_model_base<pipeline_truth_model>;
 
  public:
   pipeline_truth_model(const model_spec& model, const cluster_spec& cluster,
@@ -49,7 +49,7 @@ class pipeline_truth_model : public detail::stage_model_base<pipeline_truth_mode
   [[nodiscard]] double p2p_seconds(const micro_batch_shape& s, std::int64_t degree) const noexcept {
     if (grid().pipeline < 2) return 0.0;
     const double n =
-        detail::ceil_whole(static_cast<double>(s.tokens) / static_cast<double>(degree));
+        dcp::detail::ceil_whole(static_cast<double>(s.tokens) / static_cast<double>(degree));
     const bool across =
         t_ * static_cast<double>(pipelines()) >= static_cast<double>(cluster().gpus_per_node);
     return whole_.collective_latency(across ? 0.0 : 1.0, across ? 1.0 : 0.0) +
@@ -88,8 +88,8 @@ class pipeline_truth_model : public detail::stage_model_base<pipeline_truth_mode
     row_share_ = m.attention == attention_kind::causal ? 0.5 : 1.0;
     elementwise_ = static_cast<double>(20 * m.hidden + 4 * m.q_hidden() + 4 * m.kv_hidden() +
                                        (m.mlp == mlp_kind::swiglu ? 6 * m.ffn : 4 * m.ffn));
-    full_ = static_cast<double>(detail::activation_bytes_per_token_layer(m));
-    selective_saving_ = static_cast<double>(detail::bytes_saved_by_selective(m));
+    full_ = static_cast<double>(dcp::detail::activation_bytes_per_token_layer(m));
+    selective_saving_ = static_cast<double>(dcp::detail::bytes_saved_by_selective(m));
     flash_ = 4.0 * h_q_ + 2.0 * (h_q_ + 2.0 * h_kv_);
   }
 
@@ -103,7 +103,7 @@ class pipeline_truth_model : public detail::stage_model_base<pipeline_truth_mode
     const double peak = cl.gpu.peak_flops;
     const double d = static_cast<double>(degree);
     const double tokens = static_cast<double>(s.tokens);
-    const double n = marginal ? tokens / d : detail::ceil_whole(tokens / d);  // per pipeline
+    const double n = marginal ? tokens / d : dcp::detail::ceil_whole(tokens / d);  // per pipeline
     const auto layers = layers_per_chunk();
     const double l = static_cast<double>(layers);
     const double redo = static_cast<double>(std::min<std::int64_t>(recompute.layers, layers));
