@@ -73,8 +73,7 @@ struct pipeline_plan {
       throw invalid_plan("pipeline plan: rank " + std::to_string(rank) + " is outside the plan's " +
                          std::to_string(gpus) + " GPUs");
     rank_pipeline_schedule out;
-    out.at = {rank % grid.tensor, (rank / grid.tensor) % pipelines,
-              rank / (grid.tensor * pipelines)};
+    out.at = grid.coordinates_of(rank, pipelines);
     out.ops = stage_order(grid.pipeline, grid.virtual_stages, slots, out.at.stage);
     out.micro_batch_at_slot.assign(static_cast<std::size_t>(slots), 0);
     for (std::size_t k = 0; k < micro_batches.size(); ++k) {

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dcp/error.hpp"
@@ -82,6 +84,48 @@ struct pipeline_work {
   double p2p_seconds = 0;
 };
 
+/// cell[r slots + j]: the index of the item that runs at slot j of pipeline r, for items with
+/// first_pipeline, degree and slot (pipeline_work, pipeline_micro_batch), named `item_name` k
+/// (`items_name` in the plural). Throws invalid_plan, prefixed with `who`, naming an item outside
+/// the pipelines x slots, or a cell covered twice or not at all (every cell must be covered exactly
+/// once).
+template <class Item>
+[[nodiscard]] std::vector<std::int64_t> cover_cells(std::string_view who, std::int64_t pipelines,
+                                                    std::int64_t slots, std::span<const Item> items,
+                                                    std::string_view item_name,
+                                                    std::string_view items_name) {
+  const auto bad = [&](const std::string& text) {
+    throw invalid_plan(std::string(who) + ": " + text);
+  };
+  const auto cell_name = [&](std::int64_t r, std::int64_t j) {
+    return "pipeline " + std::to_string(r) + " slot " + std::to_string(j);
+  };
+  std::vector<std::int64_t> cell(static_cast<std::size_t>(pipelines * slots), -1);
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    const auto& item = items[k];
+    const auto name = std::string(item_name) + " " + std::to_string(k);
+    if (item.degree < 1 || item.first_pipeline < 0 ||
+        item.first_pipeline > pipelines - item.degree || item.slot < 0 || item.slot >= slots)
+      bad(name + " runs on pipelines [" + std::to_string(item.first_pipeline) + ", " +
+          std::to_string(item.first_pipeline + item.degree) + ") at slot " +
+          std::to_string(item.slot) + ", outside " + std::to_string(pipelines) + " pipelines x " +
+          std::to_string(slots) + " slots");
+    for (std::int64_t r = item.first_pipeline; r < item.first_pipeline + item.degree; ++r) {
+      auto& at = cell[static_cast<std::size_t>(r * slots + item.slot)];
+      if (at >= 0)
+        bad(cell_name(r, item.slot) + " is covered by more than one of the " +
+            std::string(items_name) + ", must be 1 (" + std::string(item_name) + " " +
+            std::to_string(at) + " and " + std::to_string(k) + ")");
+      at = static_cast<std::int64_t>(k);
+    }
+  }
+  for (std::size_t c = 0; c < cell.size(); ++c)
+    if (cell[c] < 0)
+      bad(cell_name(static_cast<std::int64_t>(c) / slots, static_cast<std::int64_t>(c) % slots) +
+          " is covered by 0 " + std::string(items_name) + ", must be 1 (no work)");
+  return cell;
+}
+
 /// D pipelines of p stages and v chunks, each running `slots` micro-batches in the same slot
 /// order (one micro-batch count for every pipeline, as Megatron-LM's schedules need); every
 /// (pipeline, slot) is covered by exactly one work item. Each stage then syncs its gradients
@@ -106,33 +150,15 @@ struct pipeline_instance {
     if (state_bytes.size() != static_cast<std::size_t>(stages) ||
         sync_seconds.size() != static_cast<std::size_t>(stages))
       bad("state_bytes and sync_seconds need one entry per stage");
-    std::vector<std::int64_t> cell(static_cast<std::size_t>(pipelines * slots), -1);
+    const auto n = static_cast<std::size_t>(chunks());
     for (std::size_t w = 0; w < work.size(); ++w) {
       const auto& item = work[w];
-      const auto name = "work " + std::to_string(w);
-      if (item.degree < 1 || item.first_pipeline < 0 ||
-          item.first_pipeline + item.degree > pipelines || item.slot < 0 || item.slot >= slots)
-        bad(name + " runs on pipelines [" + std::to_string(item.first_pipeline) + ", " +
-            std::to_string(item.first_pipeline + item.degree) + ") at slot " +
-            std::to_string(item.slot) + ", outside " + std::to_string(pipelines) + " pipelines x " +
-            std::to_string(slots) + " slots");
-      const auto n = static_cast<std::size_t>(chunks());
       if (item.forward.size() != n || item.backward.size() != n || item.stored_bytes.size() != n ||
           item.working_bytes.size() != n)
-        bad(name + " needs one entry per chunk (" + std::to_string(n) + ")");
-      for (std::int64_t r = item.first_pipeline; r < item.first_pipeline + item.degree; ++r) {
-        auto& at = cell[static_cast<std::size_t>(r * slots + item.slot)];
-        if (at >= 0)
-          bad("pipeline " + std::to_string(r) + " slot " + std::to_string(item.slot) +
-              " holds work " + std::to_string(at) + " and " + std::to_string(w));
-        at = static_cast<std::int64_t>(w);
-      }
+        bad("work " + std::to_string(w) + " needs one entry per chunk (" + std::to_string(n) + ")");
     }
-    for (std::size_t c = 0; c < cell.size(); ++c)
-      if (cell[c] < 0)
-        bad("pipeline " + std::to_string(static_cast<std::int64_t>(c) / slots) + " slot " +
-            std::to_string(static_cast<std::int64_t>(c) % slots) + " has no work");
-    return cell;
+    return cover_cells("pipeline", pipelines, slots, std::span<const pipeline_work>(work), "work",
+                       "work items");
   }
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -172,36 +173,16 @@ inline void check_pipeline_cells(const pipeline_plan& plan) {
     bad("slots = " + std::to_string(plan.slots) +
         " with virtual_stages = " + std::to_string(g.virtual_stages) +
         ": interleaving needs a multiple of pipeline = " + std::to_string(g.pipeline));
-  std::vector<int> covered(static_cast<std::size_t>(plan.pipelines * plan.slots), 0);
-  for (std::size_t k = 0; k < plan.micro_batches.size(); ++k) {
-    const auto& mb = plan.micro_batches[k];
-    const auto name = "micro-batch " + std::to_string(k);
-    if (mb.degree < 1 || mb.first_pipeline < 0 || mb.first_pipeline > plan.pipelines - mb.degree ||
-        mb.slot < 0 || mb.slot >= plan.slots)
-      bad(name + " runs on pipelines [" + std::to_string(mb.first_pipeline) + ", " +
-          std::to_string(mb.first_pipeline + mb.degree) + ") at slot " + std::to_string(mb.slot) +
-          ", outside " + std::to_string(plan.pipelines) + " pipelines x " +
-          std::to_string(plan.slots) + " slots");
-    if (mb.recompute.size() != static_cast<std::size_t>(g.chunks()))
-      bad(name + " has " + std::to_string(mb.recompute.size()) +
+  for (std::size_t k = 0; k < plan.micro_batches.size(); ++k)
+    if (plan.micro_batches[k].recompute.size() != static_cast<std::size_t>(g.chunks()))
+      bad("micro-batch " + std::to_string(k) + " has " +
+          std::to_string(plan.micro_batches[k].recompute.size()) +
           " recompute settings, one per virtual stage needs " + std::to_string(g.chunks()));
-    for (std::int64_t r = mb.first_pipeline; r < mb.first_pipeline + mb.degree; ++r)
-      ++covered[static_cast<std::size_t>(r * plan.slots + mb.slot)];
-  }
-  for (std::size_t c = 0; c < covered.size(); ++c)
-    if (covered[c] != 1)
-      bad("pipeline " + std::to_string(static_cast<std::int64_t>(c) / plan.slots) + " slot " +
-          std::to_string(static_cast<std::int64_t>(c) % plan.slots) + " is covered by " +
-          std::to_string(covered[c]) + " micro-batches, must be 1");
+  (void)cover_cells("run_pipeline_step", plan.pipelines, plan.slots,
+                    std::span<const pipeline_micro_batch>(plan.micro_batches), "micro-batch",
+                    "micro-batches");
 }
 
-/// Megatron's rank of (tensor, pipeline, stage): tensor + t (pipeline + D stage).
-[[nodiscard]] inline std::int64_t pipeline_rank(const pipeline_plan& plan, std::int64_t tensor,
-                                                std::int64_t pipeline, std::int64_t stage) {
-  return tensor + plan.grid.tensor * (pipeline + plan.pipelines * stage);
-}
-
-/// The task of `op` on the rank at `at`.
 [[nodiscard]] inline pipeline_chunk_task pipeline_task_of(const pipeline_plan& plan,
                                                           const rank_pipeline_schedule& mine,
                                                           const std::vector<double>& loss_scales,
@@ -226,7 +207,7 @@ inline void check_pipeline_cells(const pipeline_plan& plan) {
                 mine.at.pipeline - mb.first_pipeline,
                 {}};
   for (std::int64_t r = mb.first_pipeline; r < mb.first_pipeline + mb.degree; ++r)
-    task.group.ranks.push_back(pipeline_rank(plan, mine.at.tensor, r, mine.at.stage));
+    task.group.ranks.push_back(g.rank_of({mine.at.tensor, r, mine.at.stage}, plan.pipelines));
   return task;
 }
 
@@ -237,7 +218,7 @@ inline void check_pipeline_cells(const pipeline_plan& plan) {
     std::int64_t peer_virtual_stage, std::int64_t boundary, pipeline_payload payload) {
   const auto peer_stage = peer_virtual_stage % plan.grid.pipeline;
   return {
-      payload, pipeline_rank(plan, at.tensor, at.pipeline, peer_stage),
+      payload, plan.grid.rank_of({at.tensor, at.pipeline, peer_stage}, plan.pipelines),
       2 * (slot * plan.grid.chunks() + boundary) + (payload == pipeline_payload::gradient ? 1 : 0)};
 }
 

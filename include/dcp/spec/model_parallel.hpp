@@ -47,13 +47,20 @@ struct model_parallel_grid {
   /// pipeline index r running over context ranks first, so an aligned block of pipelines is a
   /// context-parallel group. Stage s owns the ranks [s t D, (s + 1) t D).
   [[nodiscard]] constexpr std::int64_t rank_of(const grid_coordinates& at,
+                                               std::int64_t pipelines) const noexcept {
+    return at.tensor + tensor * (at.pipeline + pipelines * at.stage);
+  }
+  [[nodiscard]] constexpr grid_coordinates coordinates_of(std::int64_t rank,
+                                                          std::int64_t pipelines) const noexcept {
+    return {rank % tensor, (rank / tensor) % pipelines, rank / (tensor * pipelines)};
+  }
+  [[nodiscard]] constexpr std::int64_t rank_of(const grid_coordinates& at,
                                                const cluster_spec& cluster) const noexcept {
-    return at.tensor + tensor * (at.pipeline + pipelines(cluster) * at.stage);
+    return rank_of(at, pipelines(cluster));
   }
   [[nodiscard]] constexpr grid_coordinates coordinates_of(
       std::int64_t rank, const cluster_spec& cluster) const noexcept {
-    const std::int64_t d = pipelines(cluster);
-    return {rank % tensor, (rank / tensor) % d, rank / (tensor * d)};
+    return coordinates_of(rank, pipelines(cluster));
   }
 
   /// Throws invalid_spec naming the field, its value and the limit: t that does not divide the
